@@ -1,0 +1,3 @@
+from turn_memory.cli import main
+
+raise SystemExit(main())

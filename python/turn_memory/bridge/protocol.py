@@ -1,0 +1,259 @@
+"""The one wire protocol between the JS shim and the Python engine.
+
+Every message is a ZeroMQ multipart: one JSON header frame (an `Envelope`), optionally
+followed by one binary payload frame (JSON bytes) for anything large — event batches,
+plan events — so the header stays small and cheap to route.
+
+RPC is symmetric: the shim calls the engine (a hook fired, `/compact`), the engine calls
+the shim (apply this plan, stream from the model, flush). Correlation is by `id`. A call
+may receive `stream` messages before its `reply`; either side may `cancel` a call.
+The shim validates nothing beyond the envelope: every method is declared here once.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter
+
+PROTOCOL_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ErrorInfo(_Model):
+    code: str
+    message: str
+    #: set when the failure must surface as DSH's ManualCompactionError(code)
+    manual: Literal["busy", "cancelled", "changed", "summary", "commit", "persistence"] | None = None
+
+
+# ---------------------------------------------------------------------------------------
+# shim -> engine
+# ---------------------------------------------------------------------------------------
+class HelloParams(_Model):
+    protocol: int
+    dshVersion: str
+    dialect: Literal["rc8", "v02"]
+    secret: str
+    pid: int
+    #: what the host's own compactCheckpointSource('probe') returned: proves the dialect
+    checkpointSource: dict[str, Any]
+    #: the plugin row's `engine` config section, validated by the engine
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class HelloResult(_Model):
+    protocol: int
+    engineVersion: str
+    #: event types whose data the shim may leave out of the mirror (the engine never reads it)
+    elide: list[str] = Field(default_factory=list)
+
+
+class AgentOptions(_Model):
+    model_config = ConfigDict(extra="ignore")
+    provider: str | None = None
+    model: str | None = None
+
+
+class CompactNowParams(_Model):
+    sessionId: str
+    logLength: int
+    sourceCommandId: str | None = None
+    agentOptions: AgentOptions = Field(default_factory=AgentOptions)
+
+
+class CompactRegionParams(_Model):
+    sessionId: str
+    logLength: int
+    start: int
+    end: int
+    agentOptions: AgentOptions = Field(default_factory=AgentOptions)
+
+
+class CompactIfNeededParams(_Model):
+    sessionId: str
+    logLength: int
+    trigger: Literal["pressure", "context-overflow"]
+    agentOptions: AgentOptions = Field(default_factory=AgentOptions)
+
+
+class PingParams(_Model):
+    echo: Any = None
+
+
+class SessionMeta(_Model):
+    model_config = ConfigDict(extra="ignore")
+    parentSession: str | None = None
+    origin: str | None = None
+    delegationDepth: int | None = None
+
+
+class SessionEventsParams(_Model):
+    """Payload frame: JSON array of committed events, seqs `start..start+count-1`."""
+
+    sessionId: str
+    start: int
+    count: int
+    #: true on agent/created and after a reconnect: the batch is the whole log from 0
+    reset: bool = False
+    meta: SessionMeta | None = None
+
+
+class SessionClosedParams(_Model):
+    sessionId: str
+
+
+# ---------------------------------------------------------------------------------------
+# engine -> shim
+# ---------------------------------------------------------------------------------------
+class Expectation(_Model):
+    """Precondition the shim checks synchronously right before the first append."""
+
+    logLength: int
+    #: each span must still be a contiguous run of the current surface, in this order
+    spans: list[list[int]] = Field(default_factory=list)
+
+
+class ApplyParams(_Model):
+    """Payload frame: JSON array of host-shaped `{type, data, surfaceOp?, sourceEventSeqs?}`."""
+
+    sessionId: str
+    expect: Expectation
+    label: str = ""
+
+
+class ApplyResult(_Model):
+    ok: bool
+    seqs: list[int] = Field(default_factory=list)
+    #: on failure: "log-moved" | "span-moved" | "unknown-session" | "append-threw"
+    reason: str | None = None
+    logLength: int | None = None
+    detail: str | None = None
+    #: events appended before an append threw (a planning bug: reported, never hidden)
+    appended: int = 0
+
+
+class LlmRequest(_Model):
+    model_config = ConfigDict(extra="allow")
+    provider: str
+    model: str
+    messages: list[dict[str, Any]]
+    system: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    maxTokens: int | None = None
+    purpose: Literal["compaction", "session-title"] | None = None
+
+
+class LlmStreamParams(_Model):
+    sessionId: str
+    request: LlmRequest
+    #: attach the session's toolHistory(), as DSH's own summarizer does
+    withToolHistory: bool = True
+
+
+class LlmStreamChunks(_Model):
+    chunks: list[dict[str, Any]]
+
+
+class FlushParams(_Model):
+    sessionId: str
+
+
+# ---------------------------------------------------------------------------------------
+# envelopes
+# ---------------------------------------------------------------------------------------
+def _call(method: str, params: type[BaseModel]) -> Any:
+    model = type(
+        f"Call_{method.replace('.', '_')}",
+        (_Model,),
+        {
+            "__annotations__": {
+                "v": Literal[PROTOCOL_VERSION],
+                "kind": Literal["call"],
+                "id": str,
+                "method": Literal[method],  # type: ignore[valid-type]
+                "params": params,
+            }
+        },
+    )
+    return Annotated[model, Tag(f"call:{method}")]
+
+
+def _notify(method: str, params: type[BaseModel]) -> Any:
+    model = type(
+        f"Notify_{method.replace('.', '_')}",
+        (_Model,),
+        {
+            "__annotations__": {
+                "v": Literal[PROTOCOL_VERSION],
+                "kind": Literal["notify"],
+                "method": Literal[method],  # type: ignore[valid-type]
+                "params": params,
+            }
+        },
+    )
+    return Annotated[model, Tag(f"notify:{method}")]
+
+
+class Reply(_Model):
+    v: Literal[1] = PROTOCOL_VERSION
+    kind: Literal["reply"] = "reply"
+    id: str
+    result: Any = None
+    error: ErrorInfo | None = None
+
+
+class Stream(_Model):
+    v: Literal[1] = PROTOCOL_VERSION
+    kind: Literal["stream"] = "stream"
+    id: str
+    params: dict[str, Any]
+
+
+class Cancel(_Model):
+    v: Literal[1] = PROTOCOL_VERSION
+    kind: Literal["cancel"] = "cancel"
+    id: str
+
+
+def _tag(value: Any) -> str:
+    if isinstance(value, dict):
+        kind, method = value.get("kind"), value.get("method")
+    else:
+        kind, method = getattr(value, "kind", None), getattr(value, "method", None)
+    return f"{kind}:{method}" if kind in ("call", "notify") else str(kind)
+
+
+#: what the engine may receive from the shim
+ShimMessage = Annotated[
+    Union[
+        _call("hello", HelloParams),
+        _call("ping", PingParams),
+        _call("compact.now", CompactNowParams),
+        _call("compact.region", CompactRegionParams),
+        _call("compact.ifNeeded", CompactIfNeededParams),
+        _notify("session.events", SessionEventsParams),
+        _notify("session.closed", SessionClosedParams),
+        Annotated[Reply, Tag("reply")],
+        Annotated[Stream, Tag("stream")],
+        Annotated[Cancel, Tag("cancel")],
+    ],
+    Discriminator(_tag),
+]
+
+SHIM_MESSAGE = TypeAdapter(ShimMessage)
+
+#: engine -> shim calls: method name -> params model (the shim executes these)
+ENGINE_CALLS: dict[str, type[BaseModel]] = {
+    "session.apply": ApplyParams,
+    "llm.stream": LlmStreamParams,
+    "session.flush": FlushParams,
+}
+
+
+def call_envelope(call_id: str, method: str, params: BaseModel) -> dict[str, Any]:
+    return {"v": PROTOCOL_VERSION, "kind": "call", "id": call_id, "method": method,
+            "params": params.model_dump(mode="json", exclude_none=True)}

@@ -1,0 +1,41 @@
+"""DSH token-meter's fixed heuristic, reproduced so the engine prices nodes as the host does.
+
+JavaScript string length counts UTF-16 code units, so lengths are measured that way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable
+
+CHARS_PER_TOKEN = 4
+BLOCK_OVERHEAD = 4
+ROLE_OVERHEAD = 4
+
+
+def js_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _chars(text: str) -> int:
+    return math.ceil(js_len(text) / CHARS_PER_TOKEN)
+
+
+def estimate_content(blocks: Iterable[dict[str, Any]]) -> int:
+    tokens = 0
+    for block in blocks:
+        kind = block.get("type")
+        if kind in ("text", "reasoning"):
+            tokens += _chars(block.get("text", "")) + BLOCK_OVERHEAD
+        elif kind == "tool-call":
+            tokens += _chars(block.get("name", "")) + _chars(block.get("arguments", "")) + BLOCK_OVERHEAD
+        elif kind == "tool-result":
+            tokens += estimate_content(block.get("content", [])) + BLOCK_OVERHEAD
+        else:
+            tokens += BLOCK_OVERHEAD + _chars(json.dumps(block, separators=(",", ":"), ensure_ascii=False))
+    return tokens
+
+
+def estimate_message(message: dict[str, Any]) -> int:
+    return estimate_content(message.get("content", [])) + ROLE_OVERHEAD

@@ -1,0 +1,67 @@
+"""Strict renderer for the Markdown prompts in `prompts/` (design D-004).
+
+Supports exactly `{{name}}` and non-nested `{{#if flag}}…{{/if}}`. Unknown names,
+unknown flags and any leftover `{{…}}` fail the render, so a typo in a prompt fails the
+job loudly instead of sending the model a broken instruction. Templates are read fresh
+on every render: an edited prompt takes effect on the next job without a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Mapping
+
+_IF = re.compile(r"\{\{#if ([A-Za-z_][A-Za-z0-9_]*)\}\}(.*?)\{\{/if\}\}", re.S)
+_VAR = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+
+
+class PromptError(ValueError):
+    pass
+
+
+def prompts_dir() -> Path:
+    """`$TURN_MEMORY_PROMPTS`, else the repo's `prompts/` (editable install), else the packaged copy."""
+    env = os.environ.get("TURN_MEMORY_PROMPTS")
+    if env:
+        return Path(env)
+    repo = Path(__file__).resolve().parents[2] / "prompts"
+    return repo if repo.is_dir() else Path(__file__).resolve().parent / "prompts"
+
+
+def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
+    flags = flags or {}
+
+    def conditional(match: re.Match[str]) -> str:
+        name, body = match.group(1), match.group(2)
+        if name not in flags:
+            raise PromptError(f"unknown condition {{{{#if {name}}}}}")
+        if "{{#if" in body:
+            raise PromptError("nested conditions are not supported")
+        return body if flags[name] else ""
+
+    out = _IF.sub(conditional, template)
+
+    def variable(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in values:
+            raise PromptError(f"unknown placeholder {{{{{name}}}}}")
+        return values[name]
+
+    # leftovers are checked on the template text, never on inserted values
+    template_only = _VAR.sub("", out)
+    if "{{" in template_only or "}}" in template_only:
+        at = template_only.find("{{") if "{{" in template_only else template_only.find("}}")
+        raise PromptError(f"unsupported template expression near {template_only[at:at + 40]!r}")
+    # one pass, so inserted values are never re-scanned for placeholders
+    return _VAR.sub(variable, out)
+
+
+def render_prompt(name: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
+    path = prompts_dir() / f"{name}.md"
+    try:
+        template = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt {path}: {exc}") from exc
+    return render(template, values, flags).strip() + "\n"

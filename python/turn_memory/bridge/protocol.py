@@ -162,6 +162,12 @@ class FlushParams(_Model):
     sessionId: str
 
 
+class ResyncParams(_Model):
+    """Ask the shim to resend a session's whole log (the mirror found a gap)."""
+
+    sessionId: str
+
+
 # ---------------------------------------------------------------------------------------
 # envelopes
 # ---------------------------------------------------------------------------------------
@@ -251,6 +257,7 @@ ENGINE_CALLS: dict[str, type[BaseModel]] = {
     "session.apply": ApplyParams,
     "llm.stream": LlmStreamParams,
     "session.flush": FlushParams,
+    "session.resync": ResyncParams,
 }
 
 

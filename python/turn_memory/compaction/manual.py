@@ -1,0 +1,128 @@
+"""`/compact` (compactNow) and compactRegion: one checkpoint transaction, end to end.
+
+Nothing replaces the surface unless the summary exists, is strictly smaller than what it
+shadows, the selected span is unchanged and the whole commit validated; every failure
+after compaction/start closes the bracket with an error and leaves the surface as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from turn_memory.bridge.protocol import AgentOptions, ErrorInfo
+from turn_memory.bridge.server import RemoteError
+from turn_memory.compaction import transaction as tx_
+from turn_memory.compaction.selection import Selection, select_manual_range
+from turn_memory.compaction.summarize import SummaryFailed, summarize, summary_request
+from turn_memory.config import EngineConfig
+from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.turns import lifecycle_state
+from turn_memory.landing.land import LandingError, PartialLanding, Plan, SpanMoved, land
+from turn_memory.landing.port import HostPort
+from turn_memory.prompts import PromptError, render_prompt
+
+log = logging.getLogger("turn_memory.compaction")
+
+
+def manual_error(code: str, message: str) -> RemoteError:
+    return RemoteError(ErrorInfo(code=f"compaction-{code}", message=message, manual=code))  # type: ignore[arg-type]
+
+
+async def _close_abandoned(session: MirroredSession, port: HostPort) -> None:
+    """A compaction/start left open by a previous engine process (it died mid-job)."""
+    state = lifecycle_state(session.log.events)
+    start = state.unmatched_compaction
+    if not state.compaction_locked or start is None:
+        return
+    if start["data"].get("turn") is not None:
+        raise manual_error("busy", "an automatic compaction is still open in this turn")
+    log.warning("session %s: closing compaction %s abandoned by a previous engine", session.id,
+                start["data"].get("compactionId"))
+    data = {**start["data"], "error": "abandoned: the turn-memory engine restarted during this compaction"}
+    await land(session, port, lambda _log: Plan([{"type": "compaction/end", "data": data}], label="close abandoned"))
+
+
+async def compact_now(session: MirroredSession, port: HostPort, config: EngineConfig,
+                      agent: AgentOptions, source_command_id: str | None) -> dict[str, Any] | None:
+    if session.job_lock.locked():
+        raise manual_error("busy", "turn-memory is already compacting this session")
+    async with session.job_lock:
+        if lifecycle_state(session.log.events).open_turn is not None:
+            raise manual_error("busy", "manual compaction: the session already has an open turn")
+        await _close_abandoned(session, port)
+        selection = select_manual_range(session.log, config.compaction.retainTurns)
+        if selection is None:
+            log.info("session %s: /compact found no compactable history", session.id)
+            return None
+        return await run_transaction(session, port, config, agent, selection, source_command_id, turn=None)
+
+
+async def compact_region(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
+                         start: int, end: int) -> dict[str, Any]:
+    open_turn = lifecycle_state(session.log.events).open_turn
+    if open_turn is None:
+        raise RemoteError(ErrorInfo(code="no-open-turn",
+                                    message="compactRegion: automatic compaction events must be enclosed in a turn"))
+    nodes = session.log.nodes
+    try:
+        i, j = nodes.index(start), nodes.index(end)
+    except ValueError:
+        raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} is not on the surface")) from None
+    span = nodes[i:j + 1]
+    if not span or not (session.log.balanced_before(span[0]) and session.log.balanced_after(span[-1])):
+        raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} splits a tool call/result pair"))
+    async with session.job_lock:
+        result = await run_transaction(session, port, config, agent, Selection(list(span)), None, turn=open_turn)
+    return result
+
+
+async def run_transaction(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
+                          selection: Selection, source_command_id: str | None, turn: int | None) -> dict[str, Any]:
+    tx = tx_.Transaction.new(source_command_id, turn)
+    where = f"session {session.id} compaction {tx.compaction_id}"
+    try:
+        (start_seq,) = await land(session, port, lambda _log: tx_.start_plan(tx))
+    except LandingError as exc:
+        raise manual_error("busy", f"could not open the compaction: {exc}") from exc
+    log.info("%s: folding %d surface nodes (seqs %d..%d)", where, len(selection.shadowed), selection.start, selection.end)
+    code, stage_error = "summary", None
+    try:
+        instruction = render_prompt("compact-summary", {})
+        request = summary_request(session.log, selection, agent, instruction, config.compaction.maxTokens)
+        summary = await summarize(port, session.id, request, config.compaction.llmTimeoutS)
+        shadowed = tx_.shadowed_tokens(session.log, selection)
+        message = tx_.checkpoint_message(session.dialect, tx, summary)
+        tx_.check_smaller(message, shadowed)
+        code = "commit"
+        seqs = await land(session, port, lambda log_: tx_.commit_plan(log_, tx, start_seq, selection, summary, message, shadowed))
+    except asyncio.CancelledError:
+        code, stage_error = "cancelled", "cancelled"
+    except SpanMoved as exc:
+        code, stage_error = "changed", f"the selected history changed: {exc}"
+    except PartialLanding as exc:
+        log.error("%s: PARTIAL COMMIT (%d events appended): %s", where, exc.appended, exc)
+        raise manual_error("commit", f"compaction did not commit cleanly: {exc}") from exc
+    except (SummaryFailed, tx_.NotSmaller, PromptError) as exc:
+        code, stage_error = "summary", str(exc)
+    except LandingError as exc:
+        code, stage_error = ("summary" if code == "summary" else "commit"), str(exc)
+    if stage_error is not None:
+        log.warning("%s failed (%s): %s; the surface is unchanged", where, code, stage_error)
+        try:
+            await land(session, port, lambda _log: tx_.failure_plan(tx, f"{code}: {stage_error}"))
+            await port.flush(session.id)
+        except Exception as exc:  # the open start stays visible as the busy signal
+            raise manual_error("commit", f"{stage_error}; closing the compaction also failed: {exc}") from exc
+        if code == "cancelled":
+            raise manual_error("cancelled", "manual compaction was cancelled; the conversation is unchanged")
+        raise manual_error(code, f"{stage_error}; the conversation is unchanged")
+    try:
+        await port.flush(session.id)
+    except Exception as exc:
+        raise manual_error("persistence", f"compaction committed but the session could not be saved: {exc}") from exc
+    out = tx_.result(tx, seqs, start_seq, selection, summary, shadowed)
+    log.info("%s: committed; %d nodes (~%d tokens) -> checkpoint at seq %d", where, len(selection.shadowed),
+             shadowed, seqs[1])
+    return out

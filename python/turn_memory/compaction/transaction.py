@@ -1,0 +1,132 @@
+"""The standard compaction transaction, as pure plan builders.
+
+compaction/start is landed alone, before any model work, so the durable marker is the
+lock. The commit lands summary, replacement and end together; a failure lands one
+compaction/end carrying the error. Shapes follow the host's own transaction (survey §2).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from turn_memory.compaction.selection import Selection
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_message
+from turn_memory.landing.land import Plan
+from turn_memory.prompts import render_prompt
+
+
+@dataclass(frozen=True)
+class Transaction:
+    compaction_id: str
+    source_command_id: str | None
+    #: owner turn for automatic compaction, None for manual
+    turn: int | None
+
+    @staticmethod
+    def new(source_command_id: str | None, turn: int | None) -> "Transaction":
+        return Transaction(str(uuid.uuid4()), source_command_id, turn)
+
+    @property
+    def lifecycle(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"compactionId": self.compaction_id}
+        if self.source_command_id is not None:
+            data["sourceCommandId"] = self.source_command_id
+        data["turn"] = self.turn
+        return data
+
+
+@dataclass(frozen=True)
+class Summary:
+    blocks: list[dict[str, Any]]
+    raw_output: list[dict[str, Any]]
+    provider: str
+    model: str
+    max_tokens: int | None = None
+    usage: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.blocks).strip()
+
+
+class NotSmaller(Exception):
+    pass
+
+
+def start_plan(tx: Transaction) -> Plan:
+    return Plan([{"type": "compaction/start", "data": tx.lifecycle}], label="compaction/start")
+
+
+def failure_plan(tx: Transaction, error: str) -> Plan:
+    return Plan([{"type": "compaction/end", "data": {**tx.lifecycle, "error": error}}], label="compaction/end (error)")
+
+
+def shadowed_tokens(log: SessionLog, selection: Selection) -> int:
+    return sum(estimate_message(m) for seq in selection.shadowed if (m := log.message_of(seq)) is not None)
+
+
+def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary) -> dict[str, Any]:
+    text = render_prompt("checkpoint", {"summary": summary.text})
+    return {
+        "id": str(uuid.uuid4()),
+        "role": "user",
+        "content": [{"type": "text", "text": text}],
+        "source": dialect.checkpoint_source(tx.compaction_id, tx.source_command_id),
+    }
+
+
+def check_smaller(message: dict[str, Any], shadowed: int) -> None:
+    framed = estimate_message(message)
+    if framed >= shadowed:
+        raise NotSmaller(f"summary is not smaller than the shadowed content ({framed} estimated tokens >= {shadowed})")
+
+
+def commit_plan(log: SessionLog, tx: Transaction, start_seq: int, selection: Selection,
+                summary: Summary, message: dict[str, Any], shadowed: int) -> Plan:
+    base = len(log)
+    summary_data: dict[str, Any] = {
+        "compactionId": tx.compaction_id,
+        **({"sourceCommandId": tx.source_command_id} if tx.source_command_id is not None else {}),
+        "summary": summary.blocks,
+        "rawOutput": summary.raw_output,
+        "llmStreamCall": True,
+        "shadowedRange": {"start": selection.start, "end": selection.end},
+        "shadowedSeqs": list(selection.shadowed),
+        "shadowedTokenCount": shadowed,
+        "provider": summary.provider,
+        "model": summary.model,
+        **({"maxTokens": summary.max_tokens} if summary.max_tokens is not None else {}),
+        **({"usage": summary.usage} if summary.usage is not None else {}),
+    }
+    replacement = {
+        "type": "user/message",
+        "data": message,
+        "surfaceOp": log.dialect.replace_op(selection.start, selection.end),
+        "sourceEventSeqs": [start_seq, base, *selection.shadowed],
+    }
+    return Plan(
+        [{"type": "compaction/summary", "data": summary_data}, replacement,
+         {"type": "compaction/end", "data": tx.lifecycle}],
+        spans=[list(selection.shadowed)],
+        label=f"compaction {tx.compaction_id} commit",
+    )
+
+
+def result(tx: Transaction, seqs: list[int], start_seq: int, selection: Selection, summary: Summary,
+           shadowed: int) -> dict[str, Any]:
+    summary_seq, _replacement_seq, end_seq = seqs
+    return {
+        "compactionId": tx.compaction_id,
+        **({"sourceCommandId": tx.source_command_id} if tx.source_command_id is not None else {}),
+        "startSeq": start_seq,
+        "summarySeq": summary_seq,
+        "endSeq": end_seq,
+        "summary": summary.blocks,
+        "shadowedRange": {"start": selection.start, "end": selection.end},
+        "shadowedSeqs": list(selection.shadowed),
+        "shadowedTokenCount": shadowed,
+    }

@@ -1,0 +1,111 @@
+"""The engine: answers the shim. Owns the session mirrors and dispatches the work."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from turn_memory import __version__
+from turn_memory.bridge.protocol import (
+    PROTOCOL_VERSION,
+    CompactIfNeededParams,
+    CompactNowParams,
+    CompactRegionParams,
+    ErrorInfo,
+    HelloParams,
+    HelloResult,
+    PingParams,
+    SessionClosedParams,
+    SessionEventsParams,
+)
+from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
+from turn_memory.compaction.manual import compact_now, compact_region
+from turn_memory.config import EngineConfig
+from turn_memory.host.dialect import DIALECTS, Dialect
+from turn_memory.host.mirror import MirroredSession, SessionMirror
+from turn_memory.landing.port import BridgeHostPort
+
+log = logging.getLogger("turn_memory.engine")
+
+#: event types the engine never reads the data of: the shim sends only their envelope
+ELIDED = ["assistant/chunk"]
+
+
+class Engine:
+    def __init__(self) -> None:
+        self.mirror = SessionMirror()
+        self.server: BridgeServer | None = None
+        self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
+
+    # -- handshake ---------------------------------------------------------------------
+    def on_hello(self, peer: Peer, params: HelloParams) -> HelloResult:
+        dialect = DIALECTS[params.dialect]
+        if params.checkpointSource.get("kind") != dialect.checkpoint_source("probe")["kind"]:
+            raise RemoteError(ErrorInfo(code="dialect", message=(
+                f"host checkpoint source {params.checkpointSource} does not match the {dialect.name} dialect")))
+        try:
+            config = EngineConfig.model_validate(params.config)
+        except ValidationError as exc:
+            raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}")) from exc
+        self._peers[peer.identity] = (dialect, config)
+        log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
+        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED)
+
+    # -- messages ----------------------------------------------------------------------
+    def is_inline(self, method: str) -> bool:
+        return method == "ping"
+
+    def on_notify(self, peer: Peer, method: str, params: BaseModel, payload: bytes | None) -> None:
+        if method == "session.events":
+            assert isinstance(params, SessionEventsParams)
+            dialect, _ = self._peers[peer.identity]
+            if not self.mirror.receive(peer, dialect, params, payload):
+                self._request_resync(peer, params.sessionId)
+        elif method == "session.closed":
+            assert isinstance(params, SessionClosedParams)
+            self.mirror.close(params.sessionId)
+
+    def on_call(self, peer: Peer, method: str, params: BaseModel, payload: bytes | None) -> Any:
+        if method == "ping":
+            assert isinstance(params, PingParams)
+            return {"echo": params.echo}
+        if method == "compact.now":
+            assert isinstance(params, CompactNowParams)
+            session = self._session(params.sessionId)
+            return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId)
+        if method == "compact.region":
+            assert isinstance(params, CompactRegionParams)
+            session = self._session(params.sessionId)
+            return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
+                                  params.start, params.end)
+        if method == "compact.ifNeeded":
+            assert isinstance(params, CompactIfNeededParams)
+            return None  # pressure policy: not yet (the shim treats null as "nothing to do")
+        raise RemoteError(ErrorInfo(code="unknown-method", message=method))
+
+    # -- helpers -----------------------------------------------------------------------
+    def _session(self, session_id: str) -> MirroredSession:
+        session = self.mirror.get(session_id)
+        if session is None:
+            raise RemoteError(ErrorInfo(code="unknown-session", manual="busy",
+                                        message=f"session {session_id} is not mirrored yet"))
+        return session
+
+    def _config(self, peer: Peer) -> EngineConfig:
+        return self._peers[peer.identity][1]
+
+    def _port(self, peer: Peer) -> BridgeHostPort:
+        assert self.server is not None
+        return BridgeHostPort(self.server, peer, self._config(peer).hostCallTimeoutS)
+
+    def _request_resync(self, peer: Peer, session_id: str) -> None:
+        async def ask() -> None:
+            try:
+                await self._port(peer).resync(session_id)
+            except Exception as exc:
+                log.error("session %s: resync request failed: %s", session_id, exc)
+
+        asyncio.get_running_loop().create_task(ask())

@@ -1,0 +1,95 @@
+"""Per-session mirror of the host's log: the events the shim forwarded and their surface.
+
+The shim sends committed events in log order; a reset carries the whole log. The mirror
+folds them through the surface model, so the engine always plans against exactly what the
+host holds, and it reports loudly when a committed log would not reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.surface import SessionLog, SurfaceError
+
+log = logging.getLogger("turn_memory.mirror")
+
+
+@dataclass
+class MirroredSession:
+    id: str
+    dialect: Dialect
+    peer: Any
+    log: SessionLog
+    meta: SessionMeta | None = None
+    #: the mirror saw a gap; plans are refused until the shim resends the log
+    desynced: bool = False
+    #: one job (compaction, turn rewrite) at a time per session
+    job_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _grew: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def is_user_session(self) -> bool:
+        """User sessions and user lineage forks; not subagents (design D-015)."""
+        meta = self.meta
+        return meta is None or (meta.origin != "subagent" and not (meta.delegationDepth or 0) > 0)
+
+    async def wait_for_length(self, length: int, timeout: float = 5.0) -> None:
+        """Wait until the mirror holds at least `length` events (they are in flight)."""
+        async def grow() -> None:
+            while len(self.log) < length or self.desynced:
+                self._grew.clear()
+                await self._grew.wait()
+
+        await asyncio.wait_for(grow(), timeout)
+
+
+class SessionMirror:
+    def __init__(self) -> None:
+        self.sessions: dict[str, MirroredSession] = {}
+
+    def get(self, session_id: str) -> MirroredSession | None:
+        return self.sessions.get(session_id)
+
+    def receive(self, peer: Any, dialect: Dialect, params: SessionEventsParams, payload: bytes | None) -> bool:
+        """Fold one batch. Returns False when a gap was found (caller asks for a resync)."""
+        events: list[dict[str, Any]] = json.loads(payload) if payload else []
+        if len(events) != params.count:
+            log.error("session %s: batch says %d events, payload has %d", params.sessionId, params.count, len(events))
+            return False
+        state = self.sessions.get(params.sessionId)
+        if params.reset or state is None:
+            if not params.reset:
+                log.warning("session %s: events before a reset; asking for the whole log", params.sessionId)
+                return False
+            state = MirroredSession(params.sessionId, dialect, peer, SessionLog(dialect), params.meta)
+            if existing := self.sessions.get(params.sessionId):
+                state.job_lock = existing.job_lock  # a resync never releases a running job's lock
+                state._grew = existing._grew
+            self.sessions[params.sessionId] = state
+        elif params.start != len(state.log):
+            log.error("session %s: gap in the mirror (have %d events, batch starts at %d); resyncing",
+                      params.sessionId, len(state.log), params.start)
+            state.desynced = True
+            return False
+        state.peer = peer
+        for event in events:
+            try:
+                problems = state.log.append(event)
+            except SurfaceError as exc:
+                log.error("session %s: event %s broke the surface model (%s); resyncing", state.id, event.get("seq"), exc)
+                state.desynced = True
+                return False
+            for problem in problems:
+                log.error("session %s: committed event %s would not reload: %s", state.id, event.get("seq"), problem)
+        state.desynced = False
+        state._grew.set()
+        return True
+
+    def close(self, session_id: str) -> None:
+        self.sessions.pop(session_id, None)

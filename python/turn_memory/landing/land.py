@@ -1,0 +1,103 @@
+"""Land an append plan: validate the whole plan as the host would, then let the shim
+append it in one synchronous batch behind a precondition.
+
+The plan is rebuilt from the current mirror on every attempt, so seqs it cites for its
+own events (a summary cited by the replacement after it) are always right. If the log
+moved between planning and applying, the shim refuses without appending; by then the new
+events have reached the mirror (the shim flushes them before replying) and we replan.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from turn_memory.bridge.protocol import Expectation
+from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.surface import SessionLog, SurfaceError
+from turn_memory.landing.port import HostPort
+
+
+@dataclass
+class Plan:
+    #: host-shaped events without seq/time: {type, data, surfaceOp?, sourceEventSeqs?}
+    events: list[dict[str, Any]]
+    #: surface spans that must be unchanged when the shim applies the plan
+    spans: list[list[int]] = field(default_factory=list)
+    label: str = ""
+
+
+class LandingError(Exception):
+    """Nothing was appended."""
+
+
+class PlanInvalid(LandingError):
+    """The surface model refused the plan: a planning bug, caught before the host saw it."""
+
+
+class SpanMoved(LandingError):
+    """The surface the plan replaces changed underneath it."""
+
+
+class PartialLanding(Exception):
+    """The host threw after some events were appended: reported loudly, never hidden."""
+
+    def __init__(self, message: str, appended: int):
+        super().__init__(message)
+        self.appended = appended
+
+
+def stamp(log: SessionLog, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events as the host would commit them: consecutive seqs after the log."""
+    now = int(time.time() * 1000)
+    return [{"type": e["type"], "seq": len(log) + i, "time": now,
+             **{k: v for k, v in e.items() if k != "type"}} for i, e in enumerate(events)]
+
+
+def check_spans(log: SessionLog, spans: list[list[int]]) -> None:
+    nodes = log.nodes
+    for span in spans:
+        try:
+            at = log.index_of(span[0])
+        except (SurfaceError, ValueError, KeyError):
+            raise SpanMoved(f"seq {span[0]} is no longer on the surface") from None
+        if nodes[at:at + len(span)] != span:
+            raise SpanMoved(f"span {span[0]}..{span[-1]} is no longer contiguous on the surface")
+
+
+def validate(log: SessionLog, plan: Plan) -> list[dict[str, Any]]:
+    check_spans(log, plan.spans)
+    stamped = stamp(log, plan.events)
+    try:
+        log.check_plan(stamped)
+    except SurfaceError as exc:
+        raise PlanInvalid(f"{plan.label or 'plan'} refused by the surface model: {exc}") from exc
+    return stamped
+
+
+async def land(session: MirroredSession, port: HostPort, build: Callable[[SessionLog], Plan],
+               attempts: int = 4) -> list[int]:
+    """Apply the plan `build` makes from the current log; returns the appended seqs."""
+    for _ in range(attempts):
+        if session.desynced:
+            await session.wait_for_length(len(session.log))
+        log = session.log
+        plan = build(log)
+        validate(log, plan)
+        base = len(log)
+        result = await port.apply(session.id, Expectation(logLength=base, spans=plan.spans), plan.events, plan.label)
+        if result.ok:
+            # the shim flushed the appended events before replying: the mirror has them now
+            await session.wait_for_length(base + len(plan.events))
+            return result.seqs
+        if result.reason == "log-moved" and result.logLength is not None:
+            await session.wait_for_length(result.logLength)
+            continue
+        if result.reason == "span-moved":
+            raise SpanMoved(result.detail or "the replaced span changed")
+        if result.reason == "append-threw":
+            raise PartialLanding(f"host refused an append after {result.appended} of {len(plan.events)} events: "
+                                 f"{result.detail}", result.appended)
+        raise LandingError(f"host refused the plan: {result.reason} {result.detail or ''}".strip())
+    raise SpanMoved("the session log kept moving while landing")

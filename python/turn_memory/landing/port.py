@@ -1,0 +1,56 @@
+"""What the engine may ask of the host, as an interface.
+
+`BridgeHostPort` goes over ZeroMQ to the shim; unit tests use an in-memory port backed by
+the surface model. Planners and jobs only ever see this interface.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Protocol
+
+from turn_memory.bridge.protocol import (
+    ApplyParams,
+    ApplyResult,
+    Expectation,
+    FlushParams,
+    LlmRequest,
+    LlmStreamParams,
+    ResyncParams,
+)
+
+
+class HostPort(Protocol):
+    async def apply(self, session_id: str, expect: Expectation, events: list[dict[str, Any]], label: str) -> ApplyResult: ...
+
+    async def llm_stream(self, session_id: str, request: LlmRequest,
+                         on_chunks: Callable[[list[dict[str, Any]]], None], timeout: float) -> None: ...
+
+    async def flush(self, session_id: str) -> None: ...
+
+    async def resync(self, session_id: str) -> None: ...
+
+
+class BridgeHostPort:
+    def __init__(self, server: Any, peer: Any, timeout: float):
+        self._server = server
+        self._peer = peer
+        self._timeout = timeout
+
+    async def apply(self, session_id: str, expect: Expectation, events: list[dict[str, Any]], label: str) -> ApplyResult:
+        payload = json.dumps(events, separators=(",", ":"), ensure_ascii=False).encode()
+        result = await self._server.call(self._peer, "session.apply",
+                                         ApplyParams(sessionId=session_id, expect=expect, label=label),
+                                         payload=payload, timeout=self._timeout)
+        return ApplyResult.model_validate(result)
+
+    async def llm_stream(self, session_id: str, request: LlmRequest,
+                         on_chunks: Callable[[list[dict[str, Any]]], None], timeout: float) -> None:
+        await self._server.call(self._peer, "llm.stream", LlmStreamParams(sessionId=session_id, request=request),
+                                timeout=timeout, on_stream=lambda params: on_chunks(params.get("chunks", [])))
+
+    async def flush(self, session_id: str) -> None:
+        await self._server.call(self._peer, "session.flush", FlushParams(sessionId=session_id), timeout=self._timeout)
+
+    async def resync(self, session_id: str) -> None:
+        await self._server.call(self._peer, "session.resync", ResyncParams(sessionId=session_id), timeout=self._timeout)

@@ -1,0 +1,101 @@
+// Starts the Python engine (`turn-memory serve`) on a private endpoint and restarts it
+// when it dies. ipc sockets live in a fresh 0700 directory; where ipc is unavailable
+// (Windows) the engine binds tcp on 127.0.0.1 with a random port. Either way the engine
+// only accepts a client that presents the per-run secret in its handshake.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const READY = 'TURN_MEMORY_READY ';
+
+export class EngineProcess {
+  #child;
+  #dir;
+  #restartTimer;
+  #attempt = 0;
+  #stopped = false;
+
+  /**
+   * @param opts.command argv of the engine, e.g. ['turn-memory', 'serve']
+   * @param opts.transport 'auto' | 'ipc' | 'tcp'
+   * @param opts.onReady (endpoint, secret) => void
+   * @param opts.onExit (description) => void
+   */
+  constructor(opts) {
+    this.opts = opts;
+  }
+
+  get running() {
+    return this.#child !== undefined;
+  }
+
+  start() {
+    if (this.#stopped || this.#child) return;
+    const { command, transport, logger } = this.opts;
+    const useTcp = transport === 'tcp' || (transport === 'auto' && process.platform === 'win32');
+    const secret = randomBytes(24).toString('hex');
+    let endpoint = 'tcp://127.0.0.1:*';
+    if (!useTcp) {
+      this.#dir ??= mkdtempSync(join(tmpdir(), 'tm-')); // mkdtemp creates it 0700
+      endpoint = `ipc://${join(this.#dir, `engine-${process.pid}.sock`)}`;
+    }
+    const [file, ...args] = command;
+    let child;
+    try {
+      child = spawn(file, [...args, '--endpoint', endpoint], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+        env: { ...process.env, TURN_MEMORY_SECRET: secret },
+        windowsHide: true,
+      });
+    } catch (error) {
+      this.#scheduleRestart(`could not start ${file}: ${error.message}`);
+      return;
+    }
+    this.#child = child;
+    child.on('error', (error) => logger.warn(`turn-memory engine: ${error.message}`));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      if (line.startsWith(READY)) {
+        this.#attempt = 0;
+        this.opts.onReady(line.slice(READY.length).trim(), secret);
+      }
+    });
+    createInterface({ input: child.stderr }).on('line', (line) => logger.info(line));
+    child.on('exit', (code, signal) => {
+      if (this.#child !== child) return;
+      this.#child = undefined;
+      const why = signal ? `killed by ${signal}` : `exited with code ${code}`;
+      this.opts.onExit(why);
+      this.#scheduleRestart(why);
+    });
+  }
+
+  #scheduleRestart(why) {
+    if (this.#stopped) return;
+    const delay = Math.min(this.opts.restartDelayMs * 2 ** this.#attempt++, 30000);
+    this.opts.logger.warn(`turn-memory engine ${why}; restarting in ${delay} ms (the agent keeps running without it)`);
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => this.start(), delay);
+    this.#restartTimer.unref?.();
+  }
+
+  /** Kill a hung engine; the exit handler restarts it. */
+  recycle(why) {
+    this.opts.logger.warn(`turn-memory engine ${why}; recycling it`);
+    this.#child?.kill();
+  }
+
+  stop() {
+    this.#stopped = true;
+    clearTimeout(this.#restartTimer);
+    const child = this.#child;
+    this.#child = undefined;
+    if (child) {
+      child.stdin.end(); // the engine exits when its stdin closes
+      setTimeout(() => child.kill(), 2000).unref?.();
+    }
+    if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
+  }
+}

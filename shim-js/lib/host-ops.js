@@ -1,0 +1,96 @@
+// Executes what the engine asks of the host. No policy lives here: the engine has already
+// planned and validated every event in the host's own dialect; the shim only checks the
+// precondition and appends, synchronously, with no await between the check and the last
+// append, so no other writer can interleave.
+
+const SURFACE_TYPES = new Set(['system/message', 'developer/message', 'user/message', 'assistant/message', 'tool/result']);
+
+export class HostOps {
+  /** sessionId -> AbortSignal of the manual compaction running on it */
+  maintenance = new Map();
+
+  constructor(ctx, mirror) {
+    this.ctx = ctx;
+    this.mirror = mirror;
+  }
+
+  handle(method, params, payload, io) {
+    switch (method) {
+      case 'session.apply': return this.apply(params, payload);
+      case 'llm.stream': return this.llm(params, io);
+      case 'session.flush': return this.flush(params);
+      case 'session.resync': return this.resync(params);
+      default: throw Object.assign(new Error(`unknown host operation ${method}`), { code: 'unknown-method' });
+    }
+  }
+
+  #session(sessionId) {
+    const entry = this.mirror.entry(sessionId);
+    if (!entry) throw Object.assign(new Error(`session ${sessionId} is not open in this process`), { code: 'unknown-session' });
+    return entry.session;
+  }
+
+  apply({ sessionId, expect }, payload) {
+    const entry = this.mirror.entry(sessionId);
+    if (!entry) return { result: { ok: false, reason: 'unknown-session' } };
+    const session = entry.session;
+    const events = JSON.parse(payload.toString());
+    if (session.seq !== expect.logLength) return { result: { ok: false, reason: 'log-moved', logLength: session.seq } };
+    const nodes = session.surface.nodes;
+    for (const span of expect.spans ?? []) {
+      const at = nodes.indexOf(span[0]);
+      if (at < 0 || span.some((seq, i) => nodes[at + i] !== seq)) {
+        return { result: { ok: false, reason: 'span-moved', logLength: session.seq, detail: `span ${span[0]}..${span.at(-1)}` } };
+      }
+    }
+    const seqs = [];
+    try {
+      for (const e of events) {
+        const appended = SURFACE_TYPES.has(e.type)
+          ? session.append(e.type, e.data, { surfaceOp: e.surfaceOp, ...(e.sourceEventSeqs ? { sourceEventSeqs: e.sourceEventSeqs } : {}) })
+          : session.append(e.type, e.data);
+        seqs.push(appended.seq);
+      }
+    } catch (error) {
+      return { result: { ok: false, reason: 'append-threw', detail: String(error?.message ?? error), appended: seqs.length, seqs } };
+    }
+    return { result: { ok: true, seqs } };
+  }
+
+  async llm({ sessionId, request, withToolHistory }, io) {
+    const session = this.#session(sessionId);
+    const owner = this.maintenance.get(sessionId);
+    const signal = owner ? AbortSignal.any([io.signal, owner]) : io.signal;
+    const options = {
+      ...request,
+      ...(withToolHistory && session.toolHistory ? { toolHistory: session.toolHistory() } : {}),
+      sessionId,
+      signal,
+    };
+    let batch = [];
+    let timer;
+    const send = () => {
+      clearTimeout(timer);
+      timer = undefined;
+      if (batch.length) io.stream({ chunks: batch });
+      batch = [];
+    };
+    for await (const chunk of this.ctx.llm.stream(options)) {
+      batch.push(chunk);
+      if (batch.length >= 64) send();
+      else timer ??= setTimeout(send, 20);
+    }
+    send();
+    return { result: {} };
+  }
+
+  async flush({ sessionId }) {
+    await this.ctx.sessions.flush(this.#session(sessionId));
+    return { result: {} };
+  }
+
+  resync({ sessionId }) {
+    this.mirror.reset(sessionId);
+    return { result: {} };
+  }
+}

@@ -1,0 +1,201 @@
+// turn-memory for DSH: the compaction engine DSH loads is this thin shim. It forwards
+// hooks, session events and `/compact` to the Python engine and executes what the engine
+// answers. It decides nothing: while the engine is down every hook fails open (the agent
+// runs as if no compaction engine were loaded) and `/compact` reports a clear error.
+import { createRequire } from 'node:module';
+import {
+  CompactionEngine,
+  ManualCompactionError,
+  compactCheckpointSource,
+} from '@deepseek-ai/dsh-compaction';
+
+import { Bridge, EngineCallError } from './bridge.js';
+import { EngineProcess } from './engine-process.js';
+import { HostOps } from './host-ops.js';
+import { Mirror } from './mirror.js';
+
+export const name = 'dsh-turn-memory';
+
+const DEFAULTS = {
+  command: ['turn-memory', 'serve'],
+  transport: 'auto',
+  startTimeoutMs: 20000,
+  hookTimeoutMs: 2000,
+  manualTimeoutMs: 600000,
+  restartDelayMs: 500,
+  // consecutive call timeouts after which a live-but-silent engine is restarted
+  recycleAfterTimeouts: 3,
+};
+
+/** Standard Schema (what cordis validates row config with), without a schema library. */
+const Config = {
+  '~standard': {
+    version: 1,
+    vendor: 'turn-memory',
+    validate(value) {
+      const config = value ?? {};
+      const issues = [];
+      if (typeof config !== 'object' || Array.isArray(config)) return { issues: [{ message: 'config must be an object' }] };
+      const engine = config.engine ?? {};
+      if (typeof engine !== 'object' || Array.isArray(engine)) issues.push({ message: 'engine must be an object', path: ['engine'] });
+      else {
+        if (engine.command !== undefined && (!Array.isArray(engine.command) || engine.command.length === 0 || engine.command.some((a) => typeof a !== 'string'))) {
+          issues.push({ message: 'engine.command must be a non-empty array of strings', path: ['engine', 'command'] });
+        }
+        if (engine.transport !== undefined && !['auto', 'ipc', 'tcp'].includes(engine.transport)) {
+          issues.push({ message: "engine.transport must be 'auto', 'ipc' or 'tcp'", path: ['engine', 'transport'] });
+        }
+        for (const key of ['startTimeoutMs', 'hookTimeoutMs', 'manualTimeoutMs', 'restartDelayMs', 'recycleAfterTimeouts']) {
+          if (engine[key] !== undefined && !(Number.isFinite(engine[key]) && engine[key] >= 0)) {
+            issues.push({ message: `engine.${key} must be a non-negative number`, path: ['engine', key] });
+          }
+        }
+      }
+      if (issues.length) return { issues };
+      // Everything but `engine` is the engine's own policy config, validated in Python.
+      return { value: { ...config, engine: { ...DEFAULTS, ...engine } } };
+    },
+  },
+};
+
+function hostVersion() {
+  try {
+    return createRequire(import.meta.url)('@deepseek-ai/dsh-compaction/package.json').version;
+  } catch {
+    return 'unknown';
+  }
+}
+
+export default class TurnMemoryEngine extends CompactionEngine {
+  static inject = ['llm', 'sessions'];
+  static Config = Config;
+
+  #timeouts = 0;
+
+  constructor(ctx, config = {}) {
+    super(ctx);
+    const { engine, ...policy } = Config['~standard'].validate(config).value ?? { engine: DEFAULTS };
+    this.settings = engine;
+    const probe = compactCheckpointSource('probe');
+    this.hello = {
+      dshVersion: hostVersion(),
+      // the host's own helper tells the dialects apart even when the version is unknown
+      dialect: probe.kind === 'compact-checkpoint' ? 'v02' : 'rc8',
+      pid: process.pid,
+      checkpointSource: { ...probe },
+      config: policy,
+    };
+    this.bridge = new Bridge({
+      onCall: (method, params, payload, io) => this.host.handle(method, params, payload, io),
+      beforeSend: () => this.mirror.flush(),
+      onLost: (why) => this.#lost(why),
+      onTimeout: (method) => this.#timedOut(method),
+    });
+    this.mirror = new Mirror(this.bridge);
+    this.host = new HostOps(ctx, this.mirror);
+    this.process = new EngineProcess({
+      command: engine.command,
+      transport: engine.transport,
+      restartDelayMs: engine.restartDelayMs,
+      logger: ctx.logger,
+      onReady: (endpoint, secret) => this.#connect(endpoint, secret),
+      onExit: () => this.bridge.close('exited'),
+    });
+
+    ctx.on('agent/created', ({ agent }) => this.mirror.track(agent));
+    ctx.on('agent/disposed', ({ agent }) => this.mirror.untrack(agent));
+    ctx.on('session/event', (session, event) => this.mirror.onEvent(session, event));
+    ctx.effect(() => {
+      this.process.start();
+      return () => {
+        this.bridge.close('stopped');
+        this.process.stop();
+      };
+    }, 'turn-memory engine');
+  }
+
+  async #connect(endpoint, secret) {
+    try {
+      const { result } = await this.bridge.open(endpoint, { ...this.hello, secret }, this.settings.startTimeoutMs);
+      this.mirror.elide = result?.elide ?? [];
+      this.#timeouts = 0;
+      this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);
+      this.mirror.resetAll();
+    } catch (error) {
+      this.ctx.logger.warn(`turn-memory engine handshake failed: ${error.message}; continuing without it`);
+      this.process.recycle('failed its handshake');
+    }
+  }
+
+  #lost(why) {
+    this.ctx.logger.warn(`turn-memory engine connection lost: ${why}`);
+    this.bridge.close('lost');
+  }
+
+  #timedOut(method) {
+    if (++this.#timeouts >= this.settings.recycleAfterTimeouts) {
+      this.#timeouts = 0;
+      this.process.recycle(`stopped answering (${method})`);
+    }
+  }
+
+  async #call(method, params, opts) {
+    const answer = await this.bridge.call(method, params, opts);
+    this.#timeouts = 0;
+    return answer.result;
+  }
+
+  #agentOptions(agent) {
+    const { provider, model } = agent.options ?? {};
+    return { ...(provider ? { provider } : {}), ...(model ? { model } : {}) };
+  }
+
+  /** Pressure/overflow policy lives in the engine; unavailable engine = no compaction. */
+  async compactIfNeeded(agent, trigger, signal) {
+    if (!this.bridge.ready || signal?.aborted) return null;
+    try {
+      return await this.#call('compact.ifNeeded', {
+        sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: this.#agentOptions(agent),
+      }, { timeoutMs: this.settings.hookTimeoutMs, signal });
+    } catch (error) {
+      this.ctx.logger.warn(`turn-memory compactIfNeeded skipped: ${error.message}`);
+      return null;
+    }
+  }
+
+  async compactRegion(start, end, agent, signal) {
+    return this.#call('compact.region', {
+      sessionId: agent.session.id, logLength: agent.session.seq, start, end, agentOptions: this.#agentOptions(agent),
+    }, { timeoutMs: this.settings.manualTimeoutMs, signal });
+  }
+
+  compactNow(agent, signal, sourceCommandId) {
+    signal.throwIfAborted();
+    try {
+      return agent.runMaintenance((agentSignal) => this.#manual(agent, AbortSignal.any([agentSignal, signal]), sourceCommandId));
+    } catch (error) {
+      throw new ManualCompactionError('busy', 'manual compaction requires an idle agent with no waking queued work', { cause: error });
+    }
+  }
+
+  async #manual(agent, signal, sourceCommandId) {
+    const sessionId = agent.session.id;
+    if (!this.bridge.ready) {
+      throw new ManualCompactionError('busy', 'the turn-memory engine is unavailable (it is starting or restarting); the conversation is unchanged');
+    }
+    if (!this.mirror.entry(sessionId)) this.mirror.track(agent);
+    this.host.maintenance.set(sessionId, signal);
+    try {
+      return await this.#call('compact.now', {
+        sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: this.#agentOptions(agent),
+      }, { timeoutMs: this.settings.manualTimeoutMs, signal });
+    } catch (error) {
+      if (error instanceof ManualCompactionError) throw error;
+      if (signal.aborted) throw new ManualCompactionError('cancelled', 'manual compaction was cancelled', { cause: error });
+      if (error instanceof EngineCallError && error.manual) throw new ManualCompactionError(error.manual, error.message, { cause: error });
+      throw new ManualCompactionError('busy', `the turn-memory engine could not compact: ${error.message}; the conversation is unchanged`, { cause: error });
+    } finally {
+      this.host.maintenance.delete(sessionId);
+    }
+  }
+}

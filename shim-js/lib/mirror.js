@@ -1,0 +1,96 @@
+// Forwards committed session events to the engine without ever blocking the agent:
+// `session/event` only pushes onto an in-memory batch (listeners must never append or
+// await), and batches go out on the next macrotask, in log order, one frame per session.
+// A reset (agent/created, reconnect, engine request) resends the whole log.
+
+export class Mirror {
+  /** sessionId -> { agent, session } */
+  tracked = new Map();
+  #queue = new Map();
+  #scheduled = false;
+  #elide = new Set();
+
+  constructor(bridge) {
+    this.bridge = bridge;
+  }
+
+  set elide(types) {
+    this.#elide = new Set(types);
+  }
+
+  entry(sessionId) {
+    return this.tracked.get(sessionId);
+  }
+
+  track(agent) {
+    const session = agent.session;
+    this.tracked.set(session.id, { agent, session });
+    this.reset(session.id);
+  }
+
+  untrack(agent) {
+    const id = agent.session?.id;
+    if (id === undefined || this.tracked.get(id)?.agent !== agent) return;
+    this.tracked.delete(id);
+    this.#queue.delete(id);
+    this.bridge.notify('session.closed', { sessionId: id });
+  }
+
+  reset(sessionId) {
+    const entry = this.tracked.get(sessionId);
+    if (!entry) return;
+    const events = entry.session.snapshotEvents?.() ?? entry.session.events;
+    this.#queue.set(sessionId, { reset: true, start: 0, events: [...events], meta: meta(entry.session) });
+    this.#schedule();
+  }
+
+  resetAll() {
+    for (const id of this.tracked.keys()) this.reset(id);
+  }
+
+  onEvent(session, event) {
+    if (!this.tracked.has(session.id)) return;
+    let batch = this.#queue.get(session.id);
+    if (!batch) this.#queue.set(session.id, (batch = { reset: false, start: event.seq, events: [] }));
+    batch.events.push(event);
+    this.#schedule();
+  }
+
+  #schedule() {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  /** Send everything queued. Also called before every bridge call and reply. */
+  flush() {
+    this.#scheduled = false;
+    if (this.#queue.size === 0) return;
+    const queue = this.#queue;
+    this.#queue = new Map();
+    // Not connected: drop; the next handshake resets every tracked session anyway.
+    if (!this.bridge.ready) return;
+    for (const [sessionId, batch] of queue) {
+      const events = this.#elide.size === 0 ? batch.events : batch.events.map((e) => this.#slim(e));
+      this.bridge.notify(
+        'session.events',
+        { sessionId, start: batch.start, count: events.length, reset: batch.reset, ...(batch.meta ? { meta: batch.meta } : {}) },
+        Buffer.from(JSON.stringify(events)),
+      );
+    }
+  }
+
+  // The engine says which event types it never reads (live chunks): send their envelope only.
+  #slim(event) {
+    return this.#elide.has(event.type) ? { type: event.type, seq: event.seq, time: event.time, data: null } : event;
+  }
+}
+
+function meta(session) {
+  const h = session.header ?? {};
+  return {
+    ...(h.parentSession !== undefined ? { parentSession: h.parentSession } : {}),
+    ...(h.origin !== undefined ? { origin: h.origin } : {}),
+    ...(h.delegationDepth !== undefined ? { delegationDepth: h.delegationDepth } : {}),
+  };
+}

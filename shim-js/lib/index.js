@@ -70,7 +70,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
   static inject = ['llm', 'sessions'];
   static Config = Config;
 
-  #timeouts = 0;
+  // No `#private` members: cordis hands methods a proxy of the service, which private
+  // fields reject ("Receiver must be an instance of class").
+  _timeouts = 0;
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -88,8 +90,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.bridge = new Bridge({
       onCall: (method, params, payload, io) => this.host.handle(method, params, payload, io),
       beforeSend: () => this.mirror.flush(),
-      onLost: (why) => this.#lost(why),
-      onTimeout: (method) => this.#timedOut(method),
+      onLost: (why) => this._lost(why),
+      onTimeout: (method) => this._timedOut(method),
     });
     this.mirror = new Mirror(this.bridge);
     this.host = new HostOps(ctx, this.mirror);
@@ -98,7 +100,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       transport: engine.transport,
       restartDelayMs: engine.restartDelayMs,
       logger: ctx.logger,
-      onReady: (endpoint, secret) => this.#connect(endpoint, secret),
+      onReady: (endpoint, secret) => this._connect(endpoint, secret),
       onExit: () => this.bridge.close('exited'),
     });
 
@@ -114,11 +116,11 @@ export default class TurnMemoryEngine extends CompactionEngine {
     }, 'turn-memory engine');
   }
 
-  async #connect(endpoint, secret) {
+  async _connect(endpoint, secret) {
     try {
       const { result } = await this.bridge.open(endpoint, { ...this.hello, secret }, this.settings.startTimeoutMs);
       this.mirror.elide = result?.elide ?? [];
-      this.#timeouts = 0;
+      this._timeouts = 0;
       this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);
       this.mirror.resetAll();
     } catch (error) {
@@ -127,25 +129,25 @@ export default class TurnMemoryEngine extends CompactionEngine {
     }
   }
 
-  #lost(why) {
+  _lost(why) {
     this.ctx.logger.warn(`turn-memory engine connection lost: ${why}`);
     this.bridge.close('lost');
   }
 
-  #timedOut(method) {
-    if (++this.#timeouts >= this.settings.recycleAfterTimeouts) {
-      this.#timeouts = 0;
+  _timedOut(method) {
+    if (++this._timeouts >= this.settings.recycleAfterTimeouts) {
+      this._timeouts = 0;
       this.process.recycle(`stopped answering (${method})`);
     }
   }
 
-  async #call(method, params, opts) {
+  async _call(method, params, opts) {
     const answer = await this.bridge.call(method, params, opts);
-    this.#timeouts = 0;
+    this._timeouts = 0;
     return answer.result;
   }
 
-  #agentOptions(agent) {
+  _agentOptions(agent) {
     const { provider, model } = agent.options ?? {};
     return { ...(provider ? { provider } : {}), ...(model ? { model } : {}) };
   }
@@ -154,8 +156,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   async compactIfNeeded(agent, trigger, signal) {
     if (!this.bridge.ready || signal?.aborted) return null;
     try {
-      return await this.#call('compact.ifNeeded', {
-        sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: this.#agentOptions(agent),
+      return await this._call('compact.ifNeeded', {
+        sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: this._agentOptions(agent),
       }, { timeoutMs: this.settings.hookTimeoutMs, signal });
     } catch (error) {
       this.ctx.logger.warn(`turn-memory compactIfNeeded skipped: ${error.message}`);
@@ -164,21 +166,21 @@ export default class TurnMemoryEngine extends CompactionEngine {
   }
 
   async compactRegion(start, end, agent, signal) {
-    return this.#call('compact.region', {
-      sessionId: agent.session.id, logLength: agent.session.seq, start, end, agentOptions: this.#agentOptions(agent),
+    return this._call('compact.region', {
+      sessionId: agent.session.id, logLength: agent.session.seq, start, end, agentOptions: this._agentOptions(agent),
     }, { timeoutMs: this.settings.manualTimeoutMs, signal });
   }
 
   compactNow(agent, signal, sourceCommandId) {
     signal.throwIfAborted();
     try {
-      return agent.runMaintenance((agentSignal) => this.#manual(agent, AbortSignal.any([agentSignal, signal]), sourceCommandId));
+      return agent.runMaintenance((agentSignal) => this._manual(agent, AbortSignal.any([agentSignal, signal]), sourceCommandId));
     } catch (error) {
       throw new ManualCompactionError('busy', 'manual compaction requires an idle agent with no waking queued work', { cause: error });
     }
   }
 
-  async #manual(agent, signal, sourceCommandId) {
+  async _manual(agent, signal, sourceCommandId) {
     const sessionId = agent.session.id;
     if (!this.bridge.ready) {
       throw new ManualCompactionError('busy', 'the turn-memory engine is unavailable (it is starting or restarting); the conversation is unchanged');
@@ -186,8 +188,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
     if (!this.mirror.entry(sessionId)) this.mirror.track(agent);
     this.host.maintenance.set(sessionId, signal);
     try {
-      return await this.#call('compact.now', {
-        sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: this.#agentOptions(agent),
+      return await this._call('compact.now', {
+        sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: this._agentOptions(agent),
       }, { timeoutMs: this.settings.manualTimeoutMs, signal });
     } catch (error) {
       if (error instanceof ManualCompactionError) throw error;

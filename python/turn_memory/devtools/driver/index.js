@@ -1,9 +1,10 @@
 // Drives a real DSH agent through several turns in one process (the stock headless
 // runner answers one task and exits, which leaves no time for background work).
-// Config: { tasks: (string | {command} | {sleepMs})[], resumeSessionId?, reportFile }.
+// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv})[], resumeSessionId?, reportFile }.
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
 import { randomUUID } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { installModelSelection } from '@deepseek-ai/dsh-agent';
 import { createUserMessage } from '@deepseek-ai/dsh-llm';
@@ -50,6 +51,12 @@ async function run(ctx, config) {
       await new Promise((resolve) => setTimeout(resolve, task.sleepMs));
       continue;
     }
+    if (typeof task === 'object' && task.exec) {
+      const [file, ...args] = task.exec;
+      const r = spawnSync(file, args, { encoding: 'utf8' });
+      report(config, { exec: task.exec, status: r.status, stdout: r.stdout, stderr: r.stderr });
+      continue;
+    }
     const text = typeof task === 'string' ? task : task.command;
     const from = agent.session.seq;
     const started = Date.now();
@@ -61,7 +68,7 @@ async function run(ctx, config) {
       } catch (error) {
         result = { kind: 'error', text: String(error?.message ?? error) };
       }
-      report(config, { command: text, result: result?.result ?? result ?? null, ms: Date.now() - started });
+      report(config, { command: text, result: result?.result ?? result ?? null, ms: Date.now() - started, eventsBefore: from, eventsAfter: agent.session.seq });
       continue;
     }
     agent.followup(createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } }));

@@ -1,0 +1,101 @@
+"""An in-memory stand-in for the shim + DSH session, for unit tests of engine jobs.
+
+The "host" log is a `SessionLog` (the surface model, which enforces both dialects' rules),
+so an append the real host would refuse also fails here. Events reach the engine's mirror
+the way the shim sends them: as JSON batches, before each reply.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.mirror import MirroredSession, SessionMirror
+from turn_memory.host.surface import SessionLog, SurfaceError
+
+SESSION = "session-test"
+
+
+def text_reply(text: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "block-start", "index": 0, "blockType": "text"},
+        {"type": "text-delta", "index": 0, "text": text},
+        {"type": "block-end", "index": 0, "block": {"type": "text", "text": text}},
+        {"type": "usage", "usage": {"inputTokens": 10, "outputTokens": 5}},
+        {"type": "finish", "reason": {"kind": "stop"}},
+    ]
+
+
+class FakeHost:
+    def __init__(self, dialect: Dialect, events: list[dict[str, Any]]):
+        self.dialect = dialect
+        self.log = SessionLog(dialect, events)
+        self.mirror = SessionMirror()
+        self.mirror.receive(None, dialect, SessionEventsParams(sessionId=SESSION, start=0, count=len(events), reset=True),
+                            json.dumps(events).encode())
+        self.llm_requests: list[LlmRequest] = []
+        #: each call returns the chunks of one llm reply; may also mutate the host (a concurrent writer)
+        self.llm_script: list[Callable[["FakeHost"], list[dict[str, Any]]]] = []
+        self.applied: list[list[dict[str, Any]]] = []
+        self.flushes = 0
+        self._sent = len(events)
+
+    @property
+    def session(self) -> MirroredSession:
+        state = self.mirror.get(SESSION)
+        assert state is not None
+        return state
+
+    # -- what another writer (the agent loop) would do --------------------------------
+    def host_append(self, event_type: str, data: Any, **surface: Any) -> dict[str, Any]:
+        event = {"type": event_type, "seq": len(self.log), "time": int(time.time() * 1000), "data": data, **surface}
+        self.log.check_plan([event])
+        self.log.append(event)
+        return event
+
+    def _forward(self) -> None:
+        """What the shim's mirror does before every reply: send the events not yet sent."""
+        new = self.log.events[self._sent:]
+        if new:
+            params = SessionEventsParams(sessionId=SESSION, start=self._sent, count=len(new))
+            assert self.mirror.receive(None, self.dialect, params, json.dumps(new).encode())
+            self._sent = len(self.log)
+
+    # -- HostPort ----------------------------------------------------------------------
+    async def apply(self, session_id: str, expect: Expectation, events: list[dict[str, Any]], label: str) -> ApplyResult:
+        try:
+            if len(self.log) != expect.logLength:
+                return ApplyResult(ok=False, reason="log-moved", logLength=len(self.log))
+            nodes = self.log.nodes
+            for span in expect.spans:
+                at = nodes.index(span[0]) if span[0] in nodes else -1
+                if at < 0 or nodes[at:at + len(span)] != span:
+                    return ApplyResult(ok=False, reason="span-moved", logLength=len(self.log))
+            seqs = []
+            for e in events:
+                try:
+                    appended = self.host_append(e["type"], e["data"], **{k: v for k, v in e.items() if k not in ("type", "data")})
+                except SurfaceError as exc:
+                    return ApplyResult(ok=False, reason="append-threw", detail=str(exc), appended=len(seqs))
+                seqs.append(appended["seq"])
+            self.applied.append(events)
+            return ApplyResult(ok=True, seqs=seqs)
+        finally:
+            self._forward()
+
+    async def llm_stream(self, session_id: str, request: LlmRequest, on_chunks: Callable[[list[dict[str, Any]]], None],
+                         timeout: float) -> None:
+        self.llm_requests.append(request)
+        step = self.llm_script.pop(0) if self.llm_script else (lambda host: text_reply("SUMMARY"))
+        chunks = step(self)
+        self._forward()
+        on_chunks(chunks)
+
+    async def flush(self, session_id: str) -> None:
+        self.flushes += 1
+
+    async def resync(self, session_id: str) -> None:
+        pass

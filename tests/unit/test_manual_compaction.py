@@ -1,0 +1,223 @@
+"""Manual compaction (`/compact`) against an in-memory host that enforces both dialects."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fake_host import FakeHost, text_reply
+from surface_builders import LogBuilder
+from turn_memory.bridge.protocol import AgentOptions
+from turn_memory.bridge.server import RemoteError
+from turn_memory.compaction.manual import compact_now
+from turn_memory.compaction.selection import select_manual_range
+from turn_memory.config import EngineConfig
+from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.surface import SessionLog
+
+AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
+DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]
+
+
+def long_log(dialect, *, turns: int, system: bool = False):
+    """Turns with enough text that a checkpoint is genuinely smaller than them."""
+    b = LogBuilder(dialect)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    if system:
+        b.system()
+    marks = [b.turn(f"task {i}: " + "please refactor the parser module carefully. " * 20) for i in range(turns)]
+    return b.events, marks
+
+
+def run(host: FakeHost, *, config: EngineConfig | None = None, command: str | None = "cmd-1"):
+    return asyncio.run(compact_now(host.session, host, config or EngineConfig(), AGENT, command))
+
+
+def manual_code(excinfo: pytest.ExceptionInfo[RemoteError]) -> str | None:
+    return excinfo.value.info.manual
+
+
+def compaction_events(host: FakeHost, since: int) -> list[str]:
+    return [e["type"] for e in host.log.events[since:]]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_compact_folds_older_turns_into_one_checkpoint(dialect):
+    events, marks = long_log(dialect, turns=3, system=dialect is V02)
+    host = FakeHost(dialect, events)
+    before_nodes = list(host.log.nodes)
+    before = len(host.log)
+
+    result = run(host)
+
+    assert compaction_events(host, before) == ["compaction/start", "compaction/summary", "user/message", "compaction/end"]
+    start, summary, replacement, end = host.log.events[before:]
+    shadowed = result["shadowedSeqs"]
+    # the two oldest turns are folded, the last turn is kept verbatim
+    assert shadowed[0] == marks[0]["user"] and shadowed[-1] == marks[1]["answer"]
+    assert before_nodes[before_nodes.index(shadowed[0]):before_nodes.index(shadowed[-1]) + 1] == shadowed
+    assert replacement["surfaceOp"] == dialect.replace_op(shadowed[0], shadowed[-1])
+    assert replacement["sourceEventSeqs"] == [start["seq"], summary["seq"], *shadowed]
+    assert dialect.is_checkpoint_source(replacement["data"]["source"])
+    assert replacement["data"]["source"]["sourceCommandId"] == "cmd-1"
+    assert "SUMMARY" in replacement["data"]["content"][0]["text"]
+    assert summary["data"]["shadowedSeqs"] == shadowed and end["data"].get("error") is None
+    # the model sees: [system head], checkpoint, then the retained turn unchanged
+    head = [before_nodes[0]] if dialect is V02 else []
+    assert host.log.nodes == head + [replacement["seq"]] + before_nodes[before_nodes.index(shadowed[-1]) + 1:]
+    assert result["summarySeq"] == summary["seq"] and result["endSeq"] == end["seq"]
+    assert host.flushes == 1
+    # the log still reloads under the host's rules
+    SessionLog(dialect, host.log.events)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_summary_request_replays_the_span_then_the_instruction(dialect):
+    events, _ = long_log(dialect, turns=2, system=dialect is V02)
+    host = FakeHost(dialect, events)
+    run(host)
+    (request,) = host.llm_requests
+    assert request.purpose == "compaction" and request.provider == "deepseek-official"
+    roles = [m["role"] for m in request.messages]
+    assert roles[-1] == "user" and "checkpoint" in request.messages[-1]["content"][0]["text"]
+    if dialect is V02:  # the protected system head is the prompt, replayed first
+        assert roles[0] == "system"
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_summary_not_smaller_is_refused_and_surface_unchanged(dialect):
+    events, _ = long_log(dialect, turns=2)
+    host = FakeHost(dialect, events)
+    nodes, before = list(host.log.nodes), len(host.log)
+    host.llm_script.append(lambda h: text_reply("x" * 20000))
+    with pytest.raises(RemoteError) as excinfo:
+        run(host)
+    assert manual_code(excinfo) == "summary"
+    assert "not smaller" in str(excinfo.value)
+    assert compaction_events(host, before) == ["compaction/start", "compaction/end"]
+    assert host.log.events[-1]["data"]["error"].startswith("summary:")
+    assert host.log.nodes == nodes
+
+
+def test_model_error_closes_the_bracket_with_the_error():
+    events, _ = long_log(RC8, turns=2)
+    host = FakeHost(RC8, events)
+    nodes = list(host.log.nodes)
+    host.llm_script.append(lambda h: [{"type": "finish", "reason": {"kind": "error", "failure": {"code": "RATE", "message": "slow down"}}}])
+    with pytest.raises(RemoteError) as excinfo:
+        run(host)
+    assert manual_code(excinfo) == "summary" and "slow down" in str(excinfo.value)
+    assert "slow down" in host.log.events[-1]["data"]["error"]
+    assert host.log.nodes == nodes
+
+
+def test_open_turn_is_busy_and_appends_nothing():
+    b = LogBuilder(RC8)
+    b.turn("one")
+    b.turn("two")
+    b.add("turn/start", {"turn": 3})
+    host = FakeHost(RC8, b.events)
+    before = len(host.log)
+    with pytest.raises(RemoteError) as excinfo:
+        run(host)
+    assert manual_code(excinfo) == "busy"
+    assert len(host.log) == before
+
+
+def test_span_rewritten_during_summary_reports_changed():
+    events, marks = long_log(RC8, turns=3)
+    host = FakeHost(RC8, events)
+
+    def concurrent_rewrite(h: FakeHost):
+        # another writer replaces the first user message while the summary is produced
+        msg = dict(h.log.events[marks[0]["user"]]["data"], id="other")
+        h.host_append("user/message", msg, surfaceOp=RC8.replace_op(marks[0]["user"], marks[0]["user"]),
+                      sourceEventSeqs=[marks[0]["user"]])
+        return text_reply("SUMMARY")
+
+    host.llm_script.append(concurrent_rewrite)
+    nodes_after_rewrite = None
+    with pytest.raises(RemoteError) as excinfo:
+        run(host)
+    nodes_after_rewrite = list(host.log.nodes)
+    assert manual_code(excinfo) == "changed"
+    assert host.log.events[-1]["type"] == "compaction/end" and "changed" in host.log.events[-1]["data"]["error"]
+    assert not any(e["type"] == "compaction/summary" for e in host.log.events)
+    assert nodes_after_rewrite == host.log.nodes
+
+
+def test_log_moving_without_touching_the_span_replans_and_commits():
+    events, _ = long_log(RC8, turns=3)
+    host = FakeHost(RC8, events)
+
+    def title_lands(h: FakeHost):
+        h.host_append("session/title", {"title": "t", "messageSeqs": [], "source": {"kind": "fallback"}})
+        return text_reply("SUMMARY")
+
+    host.llm_script.append(title_lands)
+    result = run(host)
+    kinds = [e["type"] for e in host.log.events[result["startSeq"]:]]
+    assert kinds == ["compaction/start", "session/title", "compaction/summary", "user/message", "compaction/end"]
+    SessionLog(RC8, host.log.events)
+
+
+def test_compaction_left_open_by_a_dead_engine_is_closed_first():
+    events, _ = long_log(RC8, turns=2)
+    b = LogBuilder(RC8, len(events))
+    b.events = []
+    b.add("compaction/start", {"compactionId": "old", "turn": None})
+    host = FakeHost(RC8, events + b.events)
+    result = run(host)
+    ended = [e for e in host.log.events if e["type"] == "compaction/end"]
+    assert ended[0]["data"]["compactionId"] == "old" and "abandoned" in ended[0]["data"]["error"]
+    assert ended[1]["data"]["compactionId"] == result["compactionId"]
+
+
+def test_second_compaction_while_one_runs_is_busy():
+    events, _ = long_log(RC8, turns=3)
+    host = FakeHost(RC8, events)
+
+    async def both():
+        gate = asyncio.Event()
+
+        async def slow_stream(session_id, request, on_chunks, timeout):
+            await gate.wait()
+            on_chunks(text_reply("SUMMARY"))
+
+        host.llm_stream = slow_stream  # type: ignore[method-assign]
+        first = asyncio.create_task(compact_now(host.session, host, EngineConfig(), AGENT, None))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        with pytest.raises(RemoteError) as excinfo:
+            await compact_now(host.session, host, EngineConfig(), AGENT, None)
+        gate.set()
+        await first
+        return excinfo
+
+    excinfo = asyncio.run(both())
+    assert manual_code(excinfo) == "busy"
+
+
+def test_nothing_to_compact_returns_none():
+    b = LogBuilder(RC8)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    host = FakeHost(RC8, b.events)
+    assert run(host) is None
+    assert len(host.log) == 1
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_selection_keeps_tool_pairs_and_the_last_turn(dialect):
+    events, marks = long_log(dialect, turns=3, system=dialect is V02)
+    log = SessionLog(dialect, events)
+    sel = select_manual_range(log, retain_turns=1)
+    assert sel is not None
+    assert log.balanced_before(sel.start) and log.balanced_after(sel.end)
+    assert sel.end == marks[1]["answer"]
+    if dialect is V02:
+        assert sel.start != log.nodes[0]  # never the system head
+    # a single complete turn is still compactable
+    events1, marks1 = long_log(dialect, turns=1)
+    sel1 = select_manual_range(SessionLog(dialect, events1), retain_turns=1)
+    assert sel1 is not None and sel1.end == marks1[0]["answer"]

@@ -32,6 +32,16 @@ class Dialect:
     #: v02: node 0 may be a system/message that only a system/message can replace
     protects_system_head: bool
     known_event_types: frozenset[str]
+    #: rc8: an assistant/message may carry sourceEventSeqs (an empty list included);
+    #: v02 refuses the field on assistant/message outright
+    assistant_may_cite_sources: bool = True
+    #: v02: replace endpoints are checked to be earlier than the replacing event's seq
+    replace_endpoints_precede_event: bool = False
+    #: v02: reload checks assistant/message turn/step are non-negative safe integers
+    assistant_turn_step_checked: bool = False
+    #: rc8: loading migrates pre-react-loop turn/start / turn/end shapes and refuses malformed
+    #: ones; v02's loader is undocumented here, so it is left unchecked there
+    turn_shapes_checked: bool = True
 
     # -- surface intents -------------------------------------------------------------
     def replace_op(self, start: int, end: int) -> dict[str, Any]:
@@ -46,6 +56,19 @@ class Dialect:
         if not (_is_seq(a) and _is_seq(b)):
             return None
         return a, b
+
+    def message_role(self, event_type: str) -> str | None:
+        """Role the host demands of the message a surface event carries (None: not a message event)."""
+        if event_type not in self.surface_event_types:
+            return None
+        return {
+            "user/message": "user",
+            "assistant/message": "assistant",
+            "tool/result": self.tool_result_role,
+            # v02 only; roles inferred from the type names (survey documents no reload check text)
+            "system/message": "system",
+            "developer/message": "developer",
+        }.get(event_type)
 
     # -- message sources ---------------------------------------------------------------
     def checkpoint_source(self, compaction_id: str, source_command_id: str | None = None) -> dict[str, Any]:
@@ -101,6 +124,10 @@ V02 = Dialect(
     tool_result_role="tool",
     protects_system_head=True,
     known_event_types=KNOWN_EVENT_TYPES_V02,
+    assistant_may_cite_sources=False,
+    replace_endpoints_precede_event=True,
+    assistant_turn_step_checked=True,
+    turn_shapes_checked=False,
 )
 
 DIALECTS: dict[str, Dialect] = {"rc8": RC8, "v02": V02}

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from turn_memory import __version__
+from turn_memory.install.commands import add_install_commands
 from turn_memory.serve import add_serve_commands
 
 
@@ -17,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"turn-memory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_commands(sub)
+    add_install_commands(sub)
     return parser
 
 

@@ -1,0 +1,493 @@
+"""The install / uninstall flows. I/O lives here; decisions live in layout/patchfile/compose.
+
+install:  resolve home, profile, dsh -> pack the shim -> `dsh plugin add <tgz>` (skipped when the
+          identical tarball is already installed) -> composed tree without our block -> classify
+          -> write the managed block (backup first) -> `--dump-config` again -> verify -> report.
+          A failed verification restores the patch file and removes a plugin this run added.
+uninstall: remove the managed block -> `dsh plugin remove dsh-turn-memory` (if present)
+          -> `--dump-config` -> verify compaction-basic is live again -> report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import layout as L
+from .compose import apply_entry_patches
+from .pack import PackError, PackResult, pack_shim, tarball_name
+from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
+from .patchyaml import load_entry_list
+from .profile import (
+    Dsh,
+    DshError,
+    DshLocation,
+    LocateError,
+    ProfilePaths,
+    Runner,
+    default_runner,
+    resolve_dsh,
+    resolve_home,
+    tail,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_SHIM_DIR = REPO_ROOT / "shim-js"
+DEFAULT_TEMPLATES_DIR = REPO_ROOT / "profile-patch"
+TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
+
+
+def default_engine_command() -> list[str]:
+    return [str(Path(sys.executable).absolute()), "-m", "turn_memory", "serve"]
+
+
+@dataclass
+class Options:
+    profile: str
+    dsh_home: str | None = None
+    desktop: str | None = None
+    dsh: str | None = None
+    shim_dir: Path | None = None
+    templates_dir: Path | None = None
+    extra_config: dict[str, Any] = field(default_factory=dict)
+    engine_command: list[str] | None = None
+    dry_run: bool = False
+    force_plugin: bool = False
+    env: Mapping[str, str] | None = None
+    runner: Runner | None = None
+    out: Callable[[str], None] = print
+    now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+
+
+class InstallError(Exception):
+    """A failure with a message meant for the user (exit code attached)."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _resolve(opts: Options) -> Context:
+    env = dict(opts.env if opts.env is not None else os.environ)
+    home = resolve_home(opts.dsh_home, env, opts.desktop)
+    try:
+        location: DshLocation = resolve_dsh(opts.dsh, opts.desktop, home)
+    except LocateError as err:
+        raise InstallError(str(err)) from err
+    dsh = Dsh(location, home, env, opts.runner or default_runner, calls=[])
+    return Context(opts, ProfilePaths(home, opts.profile), dsh, Backups(opts.now().strftime("%Y%m%dT%H%M%SZ")))
+
+
+# ---- small I/O helpers ----------------------------------------------------------------------
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        # bytes -> str keeps CRLF and a BOM exactly as they are on disk.
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as err:
+        # DSH reads these files as UTF-8; editing another encoding would corrupt it.
+        raise InstallError(f"{path} is not UTF-8 ({err}); DSH reads it as UTF-8, save it as UTF-8 first") from err
+
+
+def write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".turn-memory.tmp")
+    tmp.write_bytes(text.encode("utf-8"))
+    os.replace(tmp, path)
+
+
+class Backups:
+    """One timestamped copy per file per run, taken right before the first edit."""
+
+    def __init__(self, stamp: str) -> None:
+        self.stamp = stamp
+        self.made: dict[Path, Path | None] = {}  # None: the file did not exist
+
+    def before_edit(self, path: Path) -> None:
+        if path in self.made:
+            return
+        if not path.exists():
+            self.made[path] = None
+            return
+        backup = path.with_name(f"{path.name}.turn-memory-{self.stamp}.bak")
+        n = 1
+        while backup.exists():
+            backup = path.with_name(f"{path.name}.turn-memory-{self.stamp}-{n}.bak")
+            n += 1
+        shutil.copy2(path, backup)
+        self.made[path] = backup
+
+    def restore(self, path: Path) -> str:
+        if path not in self.made:
+            return f"{path.name}: not edited"
+        backup = self.made[path]
+        if backup is None:
+            path.unlink(missing_ok=True)
+            return f"{path}: removed (did not exist before)"
+        shutil.copy2(backup, path)
+        return f"{path}: restored from {backup.name}"
+
+    def lines(self) -> list[str]:
+        return [f"{p}  (backup: {b.name})" if b else f"{p}  (new file)" for p, b in self.made.items()]
+
+
+@dataclass
+class Context:
+    opts: Options
+    paths: ProfilePaths
+    dsh: Dsh
+    backups: Backups
+
+    def say(self, line: str = "") -> None:
+        self.opts.out(line)
+
+
+def parse_tree(text: str, what: str) -> list[dict[str, Any]]:
+    try:
+        return load_entry_list(text, what=what)
+    except Exception as err:  # noqa: BLE001 - YAML errors come in many classes
+        raise InstallError(f"cannot parse {what}: {err}") from err
+
+
+@dataclass(frozen=True)
+class PluginState:
+    spec: str | None  # the dependency spec in the profile's package.json
+    installed_version: str | None  # version in the profile's node_modules
+
+
+def plugin_state(paths: ProfilePaths) -> PluginState:
+    spec = None
+    try:
+        manifest = json.loads(paths.package_json.read_text(encoding="utf-8"))
+        spec = (manifest.get("dependencies") or {}).get(L.OUR_PACKAGE)
+    except (OSError, ValueError):
+        pass
+    version = None
+    try:
+        installed = json.loads((paths.dir / "node_modules" / L.OUR_PACKAGE / "package.json").read_text(encoding="utf-8"))
+        version = installed.get("version")
+    except (OSError, ValueError):
+        pass
+    return PluginState(spec, version)
+
+
+def home_patches(paths: ProfilePaths) -> list[dict[str, Any]]:
+    text = read_text(paths.home_patch_file)
+    return [] if text is None else parse_tree(text, str(paths.home_patch_file))
+
+
+def tree_without_block(ctx: Context, user_text: str, has_block: bool, *, may_write: bool) -> tuple[list[dict[str, Any]], str]:
+    """The composed tree as it is without our managed block, and how it was obtained.
+
+    Without a block that is simply `--dump-config`. With one, recompose without
+    touching the file (a running DSH hot-reloads it): the bundle layers from
+    `--dump-default-config`, then the user's own entries and the home layer,
+    through the same patch algorithm. Fallback for a dsh lacking that flag:
+    write the file without the block (backed up) and dump.
+    """
+    profile = ctx.opts.profile
+    if not has_block:
+        return parse_tree(ctx.dsh.dump_config(profile).stdout, "dsh --dump-config output"), "dsh --dump-config"
+    try:
+        default = parse_tree(ctx.dsh.dump_config(profile, default_only=True).stdout, "dsh --dump-default-config output")
+    except DshError as err:
+        if not may_write:
+            raise InstallError(f"cannot compose the profile without the managed block: {err}") from err
+        return _tree_by_rewrite(ctx, user_text), "dsh --dump-config with the managed block removed first"
+    tree, warnings = apply_entry_patches(default, user_entries(user_text) + home_patches(ctx.paths))
+    for warning in warnings:
+        ctx.say(f"  note: your patch layer: {warning}")
+    return tree, "dsh --dump-default-config + your own patch entries (managed block left out)"
+
+
+def _tree_by_rewrite(ctx: Context, user_text: str) -> list[dict[str, Any]]:
+    text = read_text(ctx.paths.patch_file) or ""
+    ctx.backups.before_edit(ctx.paths.patch_file)
+    write_text(ctx.paths.patch_file, remove_block(text))
+    return parse_tree(ctx.dsh.dump_config(ctx.opts.profile).stdout, "dsh --dump-config output")
+
+
+def load_template(opts: Options, kind: str) -> L.Template:
+    directory = opts.templates_dir or DEFAULT_TEMPLATES_DIR
+    path = directory / TEMPLATE_FILES[kind]
+    text = read_text(path)
+    if text is None:
+        raise InstallError(f"managed-block template missing: {path}")
+    return L.parse_template(text)
+
+
+def _header(ctx: Context, title: str) -> None:
+    p = ctx.paths
+    ctx.say(f"turn-memory {title} -- profile {p.name!r}")
+    ctx.say(f"  DSH home : {p.home}")
+    ctx.say(f"  profile  : {p.dir}")
+    ctx.say(f"  dsh      : {ctx.dsh.location.path}  (found via {ctx.dsh.location.how})")
+
+
+def _ensure_profile(ctx: Context) -> None:
+    if ctx.paths.package_json.exists():
+        return
+    if ctx.opts.dry_run:
+        raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
+    # dsh initialises a profile (from its template for built-in names) on first use.
+    ctx.say("  profile not initialised yet; letting dsh create it")
+    try:
+        ctx.dsh.dump_config(ctx.opts.profile)
+    except DshError as err:
+        raise InstallError(str(err)) from err
+    if not ctx.paths.package_json.exists():
+        raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
+
+
+def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
+    return (
+        pack.unchanged
+        and isinstance(state.spec, str)
+        and state.spec.replace("\\", "/").endswith("/" + pack.path.name)
+        and state.installed_version == pack.version
+    )
+
+
+# ---- install ------------------------------------------------------------------------------
+
+
+def install(opts: Options) -> int:
+    try:
+        return _install(_resolve(opts))
+    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError) as err:
+        opts.out(f"error: {err}")
+        return getattr(err, "code", 1)
+
+
+def _install(ctx: Context) -> int:
+    opts, paths = ctx.opts, ctx.paths
+    _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
+    _ensure_profile(ctx)
+    shim_dir = opts.shim_dir or DEFAULT_SHIM_DIR
+    row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
+    text0 = read_text(paths.patch_file)
+    user_text, old_block = split_block(text0 or "")
+    user_entries(user_text)  # refuse an unparsable file before anything runs
+
+    if opts.dry_run:
+        name, _ = tarball_name(shim_dir)
+        base, how = tree_without_block(ctx, user_text, old_block is not None, may_write=False)
+        plan, new_text = _plan(ctx, base, row, text0)
+        ctx.say(f"  tree     : {how}")
+        ctx.say(f"  would pack {shim_dir} -> {paths.tarball_dir / name}")
+        ctx.say(f"  would run: dsh plugin --profile {paths.name} add {paths.tarball_dir / name}")
+        _say_plan(ctx, plan)
+        if new_text == text0:
+            ctx.say(f"  {paths.patch_file}: already holds exactly this block (no change)")
+        else:
+            ctx.say(f"  would write this managed block to {paths.patch_file}:")
+        ctx.say("")
+        ctx.say(split_block(new_text)[1] or "")
+        ctx.say("dry run: nothing was changed")
+        return 0
+
+    backups = ctx.backups
+
+    pack = pack_shim(shim_dir, paths.tarball_dir)
+    ctx.say(f"  tarball  : {pack.path}  ({len(pack.files)} files, sha256 {pack.sha256[:12]}…, "
+            f"{'unchanged' if pack.unchanged else 'written'})")
+    before = plugin_state(paths)
+    added_by_us = False
+    if _plugin_is_current(before, pack) and not opts.force_plugin:
+        ctx.say(f"  plugin   : {L.OUR_PACKAGE}@{pack.version} already installed from this exact tarball; pnpm not run")
+    else:
+        backups.before_edit(paths.package_json)
+        backups.before_edit(paths.lock_file)
+        started = time.monotonic()
+        result = ctx.dsh.plugin(paths.name, "add", str(pack.path))
+        elapsed = time.monotonic() - started
+        if result.returncode != 0:
+            hint = ""
+            if paths.name == "desktop" and not ctx.dsh.location.is_desktop_wrapper:
+                hint = " (the desktop profile can only be managed by DSH Desktop's dsh.cmd: pass --desktop)"
+            raise InstallError(f"dsh plugin add failed ({result.returncode}){hint}: {tail(result)}")
+        added_by_us = before.spec is None
+        after_state = plugin_state(paths)
+        ctx.say(f"  plugin   : dsh plugin --profile {paths.name} add <tarball>: ok in {elapsed:.1f} s "
+                f"(dependency {after_state.spec!r}, node_modules version {after_state.installed_version!r})")
+
+    try:
+        base, how = tree_without_block(ctx, user_text, old_block is not None, may_write=True)
+        ctx.say(f"  tree     : {how}")
+        plan, new_text = _plan(ctx, base, row, text0)
+    except (InstallError, L.LayoutError, PatchFileError, DshError) as err:
+        ctx.say(f"error: {err}")
+        _rollback(ctx, backups, added_by_us)
+        return 1
+    _say_plan(ctx, plan)
+
+    if new_text != read_text(paths.patch_file):
+        backups.before_edit(paths.patch_file)
+        write_text(paths.patch_file, new_text)
+        ctx.say(f"  wrote the managed block to {paths.patch_file}")
+    else:
+        ctx.say(f"  {paths.patch_file}: managed block already up to date (unchanged)")
+
+    try:
+        after = parse_tree(ctx.dsh.dump_config(paths.name).stdout, "dsh --dump-config output")
+        verdict = L.verify_installed(after, plan.predicted, plan.layout)
+    except (InstallError, DshError) as err:
+        verdict = L.Verdict(False, (f"FAIL {err}",))
+    _say_files(ctx, backups)
+    ctx.say("  verification (dsh --dump-config after writing):")
+    for line in verdict.lines:
+        ctx.say(f"    {line}")
+    if not verdict.ok:
+        ctx.say("verdict: FAILED -- rolling back")
+        _rollback(ctx, backups, added_by_us)
+        return 2
+    ctx.say(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine "
+            f"({', '.join(plan.layout.locations)}); start a new DSH session to use it")
+    return 0
+
+
+def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:
+    layout = L.classify(base)
+    template = load_template(ctx.opts, layout.kind)
+    plan = L.plan_install(base, layout, row, template)
+    new_text = with_block(text0 or "", template.header, plan.entries)
+    return plan, new_text
+
+
+def _say_plan(ctx: Context, plan: L.Plan) -> None:
+    lay = plan.layout
+    if isinstance(lay, L.BundleLayout):
+        ctx.say("  layout   : bundle (compaction-basic is reachable by id)")
+    else:
+        ctx.say("  layout   : preset (the live engine sits inside a preset's object config)")
+        for site in lay.host_engines:
+            ctx.say(f"  note     : host-level {site.where} is also live; agents use the preset's engine, left as is")
+    ctx.say("  changes  :")
+    for change in plan.changes:
+        ctx.say(f"    {change}")
+
+
+def _say_files(ctx: Context, backups: Backups) -> None:
+    if backups.made:
+        ctx.say("  files edited:")
+        for line in backups.lines():
+            ctx.say(f"    {line}")
+    else:
+        ctx.say("  files edited: none")
+
+
+def _rollback(ctx: Context, backups: Backups, added_by_us: bool) -> None:
+    paths = ctx.paths
+    if paths.patch_file in backups.made:
+        ctx.say(f"  rollback: {backups.restore(paths.patch_file)}")
+    if added_by_us:
+        result = ctx.dsh.plugin(paths.name, "remove", L.OUR_PACKAGE)
+        state = "ok" if result.returncode == 0 else f"failed: {tail(result)}"
+        ctx.say(f"  rollback: dsh plugin --profile {paths.name} remove {L.OUR_PACKAGE}: {state}")
+
+
+# ---- uninstall ----------------------------------------------------------------------------
+
+
+def uninstall(opts: Options) -> int:
+    try:
+        return _uninstall(_resolve(opts))
+    except (InstallError, PatchFileError, L.LayoutError, DshError, LocateError) as err:
+        opts.out(f"error: {err}")
+        return getattr(err, "code", 1)
+
+
+def _uninstall(ctx: Context) -> int:
+    opts, paths = ctx.opts, ctx.paths
+    _header(ctx, "uninstall" + (" (dry run)" if opts.dry_run else ""))
+    if not paths.package_json.exists():
+        ctx.say(f"  profile {paths.name!r} does not exist: nothing to uninstall")
+        return 0
+    text0 = read_text(paths.patch_file)
+    user_text, block = split_block(text0 or "")
+    state = plugin_state(paths)
+    expected = None
+    if block is not None:
+        expected, how = tree_without_block(ctx, user_text, True, may_write=False)
+        ctx.say(f"  expected : {how}")
+    if opts.dry_run:
+        ctx.say(f"  would remove the managed block from {paths.patch_file}" if block else "  no managed block")
+        ctx.say(f"  would run: dsh plugin --profile {paths.name} remove {L.OUR_PACKAGE}" if state.spec else
+                f"  {L.OUR_PACKAGE} is not a dependency of the profile")
+        ctx.say("dry run: nothing was changed")
+        return 0
+
+    backups = ctx.backups
+    problems = 0
+    if block is not None and text0 is not None:
+        backups.before_edit(paths.patch_file)
+        write_text(paths.patch_file, remove_block(text0))
+        ctx.say(f"  removed the managed block from {paths.patch_file}")
+    else:
+        ctx.say("  no managed block in the patch file")
+    if state.spec is not None:
+        backups.before_edit(paths.package_json)
+        backups.before_edit(paths.lock_file)
+        result = ctx.dsh.plugin(paths.name, "remove", L.OUR_PACKAGE)
+        if result.returncode == 0:
+            ctx.say(f"  dsh plugin --profile {paths.name} remove {L.OUR_PACKAGE}: ok")
+            for tgz in sorted(paths.tarball_dir.glob(f"{L.OUR_PACKAGE}-*.tgz")):
+                tgz.unlink()
+                ctx.say(f"  deleted {tgz}")
+            if paths.tarball_dir.is_dir() and not any(paths.tarball_dir.iterdir()):
+                paths.tarball_dir.rmdir()
+        else:
+            problems += 1
+            ctx.say(f"  dsh plugin remove failed ({result.returncode}): {tail(result)}")
+    else:
+        ctx.say(f"  {L.OUR_PACKAGE} is not a dependency of the profile (nothing for pnpm to remove)")
+
+    try:
+        after = parse_tree(ctx.dsh.dump_config(paths.name).stdout, "dsh --dump-config output")
+        verdict = L.verify_uninstalled(after, expected)
+    except (InstallError, DshError) as err:
+        verdict = L.Verdict(False, (f"FAIL {err}",))
+    _say_files(ctx, backups)
+    ctx.say("  verification (dsh --dump-config):")
+    for line in verdict.lines:
+        ctx.say(f"    {line}")
+    for line in verdict.warnings:
+        ctx.say(f"    warning: {line}")
+    if not verdict.ok or problems:
+        ctx.say("verdict: FAILED")
+        return 2
+    ctx.say("verdict: uninstalled -- the stock compaction engine is live again")
+    return 0
+
+
+# ---- option parsing helpers used by the CLI -------------------------------------------------
+
+
+def parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--set a.b=value` pairs -> nested dict; values are read as YAML scalars (5000, true, text)."""
+    from .patchyaml import load
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise InstallError(f"--set expects key=value, got {pair!r}")
+        value = load(raw) if raw.strip() else ""
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InstallError(f"--set {pair!r} conflicts with an earlier --set")
+        node[parts[-1]] = value
+    return out

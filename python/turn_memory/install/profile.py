@@ -1,0 +1,214 @@
+"""Find the DSH home, the profile files and the `dsh` executable; run `dsh`.
+
+Home resolution follows `@deepseek-ai/dsh-home-paths` `resolveDshHome`: an
+explicit path, else a non-blank `$DSH_HOME`, else `~/.dsh`; a leading `~`,
+`~/` or `~\\` expands to the OS home. DSH Desktop keeps its home in
+`<install>\\home`, and only its bundled wrapper
+`<install>\\resources\\runtime\\cli\\bin\\dsh.cmd` may manage the `desktop`
+profile (a plain `dsh` refuses: "profile desktop is managed exclusively by
+the Electron application"), so the wrapper next to a Desktop home wins over
+a `dsh` on PATH.
+
+Windows: a `.cmd` cannot be exec'd directly; it goes through
+`cmd.exe /d /s /c "<quoted command line>"` (what Node does for shell spawns;
+`/s` makes cmd strip exactly the outer quotes, so paths with spaces such as
+`D:\\DeepSeek Harness\\...` survive). All of that lives in
+:func:`build_invocation`; everything else passes argument lists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath, PureWindowsPath
+
+DESKTOP_WRAPPER_PARTS = ("resources", "runtime", "cli", "bin", "dsh.cmd")
+
+
+class LocateError(Exception):
+    pass
+
+
+def expand_home_path(value: str, os_home: Path | None = None) -> Path:
+    home = os_home if os_home is not None else Path.home()
+    if value == "~":
+        return home
+    if value.startswith("~/") or value.startswith("~\\"):
+        return home / value[2:]
+    return Path(value)
+
+
+def resolve_home(explicit: str | None, env: Mapping[str, str], desktop: str | None = None) -> Path:
+    if explicit:
+        return expand_home_path(explicit).resolve()
+    if desktop:
+        return (expand_home_path(desktop) / "home").resolve()
+    from_env = env.get("DSH_HOME")
+    if from_env is not None and from_env.strip():
+        return expand_home_path(from_env).resolve()
+    return (Path.home() / ".dsh").resolve()
+
+
+def desktop_wrapper(install_dir: PurePath) -> PurePath:
+    """`<install>/resources/runtime/cli/bin/dsh.cmd` (pure; works on Windows paths anywhere)."""
+    return install_dir.joinpath(*DESKTOP_WRAPPER_PARTS)
+
+
+def desktop_wrapper_from_home(home: PurePath) -> PurePath:
+    """The Desktop home is `<install>/home`: its wrapper is `../resources/runtime/cli/bin/dsh.cmd`."""
+    return desktop_wrapper(home.parent)
+
+
+@dataclass(frozen=True)
+class DshLocation:
+    path: Path
+    how: str  # "--dsh", "--desktop", "Desktop wrapper next to the home", "PATH"
+
+    @property
+    def is_desktop_wrapper(self) -> bool:
+        parts = tuple(p.lower() for p in PureWindowsPath(str(self.path)).parts[-5:])
+        return parts == DESKTOP_WRAPPER_PARTS
+
+
+def resolve_dsh(
+    explicit: str | None,
+    desktop: str | None,
+    home: Path,
+    which: Callable[[str], str | None] = shutil.which,
+) -> DshLocation:
+    if explicit:
+        found = which(explicit) if not Path(explicit).exists() else explicit
+        if not found:
+            raise LocateError(f"--dsh {explicit}: no such file or command")
+        return DshLocation(Path(found).absolute(), "--dsh")
+    if desktop:
+        wrapper = Path(desktop_wrapper(expand_home_path(desktop)))
+        if not wrapper.is_file():
+            raise LocateError(f"--desktop {desktop}: no CLI wrapper at {wrapper}")
+        return DshLocation(wrapper.absolute(), "--desktop")
+    wrapper = Path(desktop_wrapper_from_home(home))
+    if wrapper.is_file():
+        return DshLocation(wrapper.absolute(), "Desktop wrapper next to the home")
+    found = which("dsh")
+    if found:
+        return DshLocation(Path(found).absolute(), "PATH")
+    raise LocateError(
+        "no dsh found: pass --dsh PATH, --desktop <DSH Desktop install dir>, or put dsh on PATH"
+    )
+
+
+@dataclass(frozen=True)
+class ProfilePaths:
+    home: Path
+    name: str
+
+    @property
+    def dir(self) -> Path:
+        return self.home / "profiles" / self.name
+
+    @property
+    def patch_file(self) -> Path:
+        return self.dir / "cordis.patch.yml"
+
+    @property
+    def package_json(self) -> Path:
+        return self.dir / "package.json"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.dir / "pnpm-lock.yaml"
+
+    @property
+    def home_patch_file(self) -> Path:
+        # Applied by DSH after every profile's own layer.
+        return self.home / "cordis.patch.yml"
+
+    @property
+    def tarball_dir(self) -> Path:
+        return self.home / "turn-memory"
+
+
+# ---- running dsh -------------------------------------------------------------------------
+
+
+def build_invocation(exe: PurePath, args: Sequence[str], *, windows: bool, comspec: str = "cmd.exe") -> list[str] | str:
+    """argv for subprocess; on Windows a `.cmd`/`.bat` becomes one cmd.exe command line."""
+    if windows and exe.suffix.lower() in (".cmd", ".bat"):
+        inner = subprocess.list2cmdline([str(exe), *args])
+        return f'"{comspec}" /d /s /c "{inner}"'
+    return [str(exe), *args]
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Runner = Callable[[Path, Sequence[str], Mapping[str, str], Path | None, float | None], ProcResult]
+
+
+def default_runner(exe: Path, args: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout: float | None) -> ProcResult:
+    windows = os.name == "nt"
+    invocation = build_invocation(exe, args, windows=windows, comspec=env.get("COMSPEC", "cmd.exe"))
+    proc = subprocess.run(  # noqa: S603 - argv list (or the one cmd.exe line built above)
+        invocation,
+        env=dict(env),
+        cwd=str(cwd) if cwd else None,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+    # DSH prints UTF-8 whatever the console code page; a lossy decode would
+    # corrupt values we copy back into the patch file, so decode strictly.
+    try:
+        out, err = proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8", errors="replace")
+    except UnicodeDecodeError as error:
+        raise LocateError(f"{exe} printed non-UTF-8 output: {error}") from error
+    argv = (invocation,) if isinstance(invocation, str) else tuple(invocation)
+    return ProcResult(argv, proc.returncode, out, err)
+
+
+class DshError(Exception):
+    def __init__(self, message: str, result: ProcResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class Dsh:
+    """The few `dsh` calls the installer makes, with `DSH_HOME` pinned to the resolved home."""
+
+    location: DshLocation
+    home: Path
+    env: Mapping[str, str]
+    runner: Runner = default_runner
+    calls: list[ProcResult] | None = None
+
+    def _run(self, args: Sequence[str], timeout: float | None, cwd: Path | None = None) -> ProcResult:
+        env = {**self.env, "DSH_HOME": str(self.home)}
+        result = self.runner(self.location.path, list(args), env, cwd, timeout)
+        if self.calls is not None:
+            self.calls.append(result)
+        return result
+
+    def dump_config(self, profile: str, *, default_only: bool = False) -> ProcResult:
+        flag = "--dump-default-config" if default_only else "--dump-config"
+        result = self._run(["--profile", profile, flag], timeout=300)
+        if result.returncode != 0:
+            raise DshError(f"dsh --profile {profile} {flag} failed ({result.returncode}): {tail(result)}", result)
+        return result
+
+    def plugin(self, profile: str, *args: str, cwd: Path | None = None) -> ProcResult:
+        # pnpm resolves and may download; no timeout beyond the user's patience.
+        return self._run(["plugin", "--profile", profile, *args], timeout=None, cwd=cwd)
+
+
+def tail(result: ProcResult, limit: int = 1500) -> str:
+    text = (result.stderr.strip() or result.stdout.strip())
+    return text[-limit:] if text else "(no output)"

@@ -25,6 +25,7 @@ export class Bridge {
   #pending = new Map();
   #incoming = new Map();
   #hooks;
+  #disposed = false;
 
   /**
    * @param hooks.onCall (method, params, payload, {signal, stream}) => Promise<{result, payload?}>
@@ -36,6 +37,7 @@ export class Bridge {
   }
 
   async open(endpoint, hello, timeoutMs) {
+    if (this.#disposed) throw new EngineUnavailableError('turn-memory is shutting down');
     this.close('reconnecting');
     const sock = new Dealer({ linger: 0, sendHighWaterMark: 100000, receiveHighWaterMark: 100000 });
     this.#sock = sock;
@@ -44,6 +46,12 @@ export class Bridge {
     const welcome = await this.call('hello', { protocol: PROTOCOL, ...hello }, { timeoutMs, handshake: true });
     if (this.#sock === sock) this.ready = true;
     return welcome;
+  }
+
+  /** Close for good: DSH is unloading the plugin; nothing may reopen a socket after this. */
+  dispose() {
+    this.#disposed = true;
+    this.close('stopped');
   }
 
   close(reason = 'closed') {

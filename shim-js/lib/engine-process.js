@@ -28,7 +28,7 @@ export class EngineProcess {
     this.opts = opts;
   }
 
-  get running() {
+  get alive() {
     return this.#child !== undefined;
   }
 
@@ -57,7 +57,8 @@ export class EngineProcess {
     this.#child = child;
     child.on('error', (error) => logger.warn(`turn-memory engine: ${error.message}`));
     createInterface({ input: child.stdout }).on('line', (line) => {
-      if (line.startsWith(READY)) {
+      // a READY from an engine we already stopped or replaced must not open a socket
+      if (line.startsWith(READY) && this.#child === child && !this.#stopped) {
         this.#attempt = 0;
         this.opts.onReady(line.slice(READY.length).trim(), secret);
       }

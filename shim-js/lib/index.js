@@ -76,6 +76,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
   // No `#private` members: cordis hands methods a proxy of the service, which private
   // fields reject ("Receiver must be an instance of class").
   _timeouts = 0;
+  _waiters = [];
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -113,8 +114,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
     ctx.effect(() => {
       this.process.start();
       return () => {
-        this.bridge.close('stopped');
+        this.bridge.dispose();
         this.process.stop();
+        for (const wake of this._waiters.splice(0)) wake();
       };
     }, 'turn-memory engine');
   }
@@ -126,6 +128,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this._timeouts = 0;
       this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);
       this.mirror.resetAll();
+      for (const wake of this._waiters.splice(0)) wake();
     } catch (error) {
       this.ctx.logger.warn(`turn-memory engine handshake failed: ${error.message}; continuing without it`);
       this.process.recycle('failed its handshake');
@@ -183,8 +186,20 @@ export default class TurnMemoryEngine extends CompactionEngine {
     }
   }
 
+  /** An engine that is still booting is worth a bounded wait; a dead one is not. */
+  async _whenStarted() {
+    if (this.bridge.ready || !this.process.alive) return;
+    let timer;
+    await Promise.race([
+      new Promise((resolve) => this._waiters.push(resolve)),
+      new Promise((resolve) => { timer = setTimeout(resolve, this.settings.startTimeoutMs); }),
+    ]);
+    clearTimeout(timer);
+  }
+
   async _manual(agent, signal, sourceCommandId) {
     const sessionId = agent.session.id;
+    await this._whenStarted();
     if (!this.bridge.ready) {
       throw new ManualCompactionError('busy', 'the turn-memory engine is unavailable (it is starting or restarting); the conversation is unchanged');
     }

@@ -17,10 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from turn_memory.devtools.runtime import Runtime
+from turn_memory.install.layout import deep_merge
+from turn_memory.install.patchyaml import dump, load
 from turn_memory.logs.reader import read_session_log, session_log_for
+
+def _text(data: bytes | str | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+
 
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
 PROFILE = "tm"
@@ -97,9 +101,17 @@ class DshHome:
              "--dsh", str(self.runtime.dsh), *extra],
             env=self.env(), text=True, capture_output=True, timeout=300, check=True)
 
-    def run(self, tasks: list[Any], *, resume: str | None = None, timeout: float = 180,
-            engine_config: dict[str, Any] | None = None) -> RunResult:
-        """Boot DSH once, run `tasks` as successive turns/commands, return the driver's report."""
+    def row_config(self) -> dict[str, Any]:
+        """The installed turn-memory row's config, as DSH composes it."""
+        tree = load(self.dsh("--profile", self.profile, "--dump-config").stdout)
+        return next(row for row in tree if isinstance(row, dict) and row.get("id") == "turn-memory").get("config") or {}
+
+    def run(self, tasks: list[Any], *, resume: str | None = None, timeout: float = 60,
+            engine_overrides: dict[str, Any] | None = None) -> RunResult:
+        """Boot DSH once, run `tasks` as successive turns/commands, return the driver's report.
+
+        `engine_overrides` is deep-merged into the installed row's config for this run only.
+        """
         stamp = f"{time.time_ns()}"
         report = self.root / f"run-{stamp}.jsonl"
         driver_config: dict[str, Any] = {"tasks": tasks, "reportFile": str(report)}
@@ -110,15 +122,20 @@ class DshHome:
             {"id": "headless-runner", "disabled": True},
             {"insert": [{"id": "turn-memory-driver", "name": "turn-memory-driver", "config": driver_config}]},
         ]
-        if engine_config is not None:
-            overlay.append({"id": "turn-memory", "config": engine_config})
+        if engine_overrides:
+            # a patch replaces the row's whole config: restate it with the overrides merged in
+            overlay.append({"id": "turn-memory", "config": deep_merge(self.row_config(), engine_overrides)})
         overlay_path = self.root / f"run-{stamp}.patch.yml"
-        overlay_path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+        overlay_path.write_text(dump(overlay))
         started = time.monotonic()
-        proc = subprocess.run([str(self.runtime.dsh), "--profile", self.profile, "--patch", str(overlay_path)],
-                              cwd=self.workspace, env=self.env(), text=True, capture_output=True, timeout=timeout)
+        try:
+            proc = subprocess.run([str(self.runtime.dsh), "--profile", self.profile, "--patch", str(overlay_path)],
+                                  cwd=self.workspace, env=self.env(), text=True, capture_output=True, timeout=timeout)
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:  # report how far it got instead of a bare timeout
+            code, out, err = -9, _text(exc.stdout), _text(exc.stderr) + f"\n[harness] timed out after {timeout}s"
         records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
-        return RunResult(proc.returncode, records, proc.stdout, proc.stderr, time.monotonic() - started)
+        return RunResult(code, records, out, err, time.monotonic() - started)
 
     def session_log(self, session_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         return read_session_log(session_log_for(self.root / "sessions", session_id))

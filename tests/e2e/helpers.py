@@ -1,0 +1,41 @@
+"""Reading what a real DSH run left behind: its log on disk and its model requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turn_memory.host.dialect import RC8
+from turn_memory.host.surface import SessionLog
+
+CHECKPOINT_MARK = "[turn-memory checkpoint]"
+
+
+def reload(events: list[dict[str, Any]]) -> SessionLog:
+    """Fold the on-disk log through the surface model with the host's reload checks."""
+    log = SessionLog(RC8)
+    for event in events:
+        problems = log.append(event)
+        assert not problems, f"seq {event['seq']} would not reload: {problems}"
+    return log
+
+
+def transactions(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Compaction brackets: compaction/start … compaction/end, grouped by compactionId."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for event in events:
+        if event["type"].startswith("compaction/"):
+            out.setdefault(event["data"]["compactionId"], []).append(event)
+        elif event["type"] == "user/message" and RC8.is_checkpoint_source(event["data"].get("source")):
+            out.setdefault(event["data"]["source"]["compactionId"], []).append(event)
+    return list(out.values())
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+
+
+def turn_tasks(n: int) -> list[str]:
+    return [f"Step {i + 1}: " + "please inspect the parser module and report what you find. " * 6 for i in range(n)]

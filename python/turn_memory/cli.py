@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from turn_memory import __version__
+from turn_memory.demo import add_demo_commands
 from turn_memory.install.commands import add_install_commands
 from turn_memory.serve import add_serve_commands
 
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_commands(sub)
     add_install_commands(sub)
+    add_demo_commands(sub)
     return parser
 
 

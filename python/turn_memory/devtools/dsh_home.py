@@ -53,7 +53,8 @@ class RunResult:
 class DshHome:
     root: Path
     runtime: Runtime
-    model_url: str
+    #: scripted model server; None: the user's own configured provider
+    model_url: str | None
     profile: str = PROFILE
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -66,12 +67,8 @@ class DshHome:
         return self.root / "workspace"
 
     def env(self) -> dict[str, str]:
-        return self.runtime.env(
-            DSH_HOME=str(self.root),
-            DEEPSEEK_BASE_URL=self.model_url,
-            DEEPSEEK_API_KEY="sk-turn-memory-fake",
-            **self.extra_env,
-        )
+        model = {"DEEPSEEK_BASE_URL": self.model_url, "DEEPSEEK_API_KEY": "sk-turn-memory-fake"} if self.model_url else {}
+        return self.runtime.env(DSH_HOME=str(self.root), **model, **self.extra_env)
 
     def create(self) -> "DshHome":
         """Write the profile skeleton `dsh` would create, plus the driver plugin."""

@@ -1,0 +1,142 @@
+"""`turn-memory demo`: a real DSH session with turn-memory, start to finish, in a throwaway home.
+
+Installs (once, cached) Node 22 and DSH 0.1.0-rc.8, installs turn-memory into a fresh
+profile with the real installer, runs a few turns and `/compact`, and shows what changed
+in the context the model sees. The model is an embedded scripted one unless you ask for
+your own provider (`--model user`, which uses DSH's default route and DEEPSEEK_API_KEY).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from turn_memory.devtools.dsh_home import DshHome
+from turn_memory.devtools.fake_model import FakeModel
+from turn_memory.devtools.runtime import ensure_runtime
+from turn_memory.host.dialect import RC8
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_message
+
+TASKS = [
+    "Create a file notes.md with three short facts about the zstd compression format.",
+    "Add a fourth fact about zstd frames to notes.md, then show me the whole file.",
+    "Which of these facts matters most for append-only log files, and why?",
+    "/compact",
+    "Remind me: which file did we create, and how many facts does it hold now?",
+]
+
+FACTS = "# zstd\\n- Fast compression and very fast decompression.\\n- Tunable levels from 1 to 22.\\n- Optional dictionaries help with small inputs.\\n"
+
+
+def scripted_model() -> FakeModel:
+    fake = FakeModel()
+    fake.push("turn",
+              {"text": "I'll write the notes file.", "tool_calls": [{"name": "bash", "arguments": {
+                  "command": f"printf '{FACTS}' > notes.md && wc -l notes.md", "description": "write notes.md"}}]},
+              "Created notes.md with three facts: speed, tunable levels, and dictionaries for small inputs.",
+              {"text": "Appending the fourth fact and printing the file.", "tool_calls": [{"name": "bash", "arguments": {
+                  "command": "printf -- '- Output is a sequence of independent frames.\\n' >> notes.md && cat notes.md",
+                  "description": "append and show notes.md"}}]},
+              "notes.md now holds four facts; the last one says zstd output is a sequence of independent frames.",
+              "Independent frames matter most: an append-only log can add one frame per write and a reader "
+              "can decode across frames without rewriting the file.",
+              "We created notes.md in the workspace; it holds four facts about zstd.")
+    fake.push("compaction",
+              "Goal: keep short notes about the zstd format in notes.md (workspace root).\n"
+              "Done: created notes.md with three facts (speed, levels 1-22, dictionaries); appended a fourth "
+              "(output is a sequence of independent frames) and printed the file.\n"
+              "Finding: independent frames suit append-only logs (one frame per write, readers decode across "
+              "frames).\nState: notes.md has four facts. Next: answer follow-ups about the notes.")
+    return fake
+
+
+def _surface_tokens(log: SessionLog) -> tuple[int, int]:
+    messages = [m for seq in log.nodes if (m := log.message_of(seq)) is not None]
+    return sum(estimate_message(m) for m in messages), len(messages)
+
+
+def _report(home: DshHome, session_id: str) -> dict[str, Any]:
+    _, events = home.session_log(session_id)
+    checkpoint = next((e for e in events if e["type"] == "user/message" and RC8.is_checkpoint_source(e["data"].get("source"))), None)
+    if checkpoint is None:
+        return {"events": len(events)}
+    before = SessionLog(RC8, events[: checkpoint["seq"]])
+    after = SessionLog(RC8, events[: checkpoint["seq"] + 2])  # + compaction/end
+    return {
+        "events": len(events),
+        "before": _surface_tokens(before),
+        "after": _surface_tokens(after),
+        "checkpoint": checkpoint["data"]["content"][0]["text"],
+        "checkpoint_seq": checkpoint["seq"],
+        "shadowed": len(before.nodes) - len(after.nodes) + 1,
+    }
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    use_user = args.model == "user"
+    if use_user and not os.environ.get("DEEPSEEK_API_KEY"):
+        print("turn-memory demo: --model user needs DEEPSEEK_API_KEY (DSH's default deepseek-official route)")
+        return 2
+    print("[1/4] DSH runtime (Node 22 + DSH 0.1.0-rc.8; downloaded once, then cached)")
+    runtime = ensure_runtime()
+    root = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="turn-memory-demo-"))
+    if root.exists() and any(root.iterdir()) and not args.home:
+        shutil.rmtree(root)
+    fake = None if use_user else scripted_model().start()
+    try:
+        home = DshHome(root, runtime, None if fake is None else fake.base_url)
+        print(f"[2/4] throwaway DSH home {root}; installing turn-memory into profile '{home.profile}'")
+        home.create()
+        installed = home.install_turn_memory()
+        for line in installed.stdout.splitlines():
+            if line.strip():
+                print("      " + line)
+        model = "your provider (DSH default route)" if use_user else "the embedded scripted model"
+        print(f"[3/4] running a real DSH session on {model}: 3 turns, /compact, 1 more turn")
+        run = home.run(TASKS, timeout=args.timeout,
+                       engine_overrides={"engine": {"logFile": str(root / "turn-memory-engine.log")}})
+        for record in run.records:
+            if "task" in record:
+                print(f"      > {record['task']}\n        {record['text'][:300]}")
+            elif "command" in record:
+                print(f"      > {record['command']}\n        {record['result'].get('text')}")
+        if run.returncode != 0:
+            print(f"DSH exited with {run.returncode}\n{run.stderr[-3000:]}")
+            return 1
+        print("[4/4] what turn-memory did")
+        report = _report(home, run.session_id)
+        if "checkpoint" not in report:
+            print("      no checkpoint was written (see the engine log)")
+            return 1
+        (tb, nb), (ta, na) = report["before"], report["after"]
+        print(f"      context before /compact: ~{tb} tokens in {nb} messages")
+        print(f"      context after  /compact: ~{ta} tokens in {na} messages "
+              f"({100 * (tb - ta) // max(tb, 1)}% smaller; {report['shadowed']} messages folded into one checkpoint)")
+        print("      the checkpoint the model now sees first:")
+        for line in report["checkpoint"].splitlines():
+            print("        | " + line)
+        print(f"      session log (nothing deleted, {report['events']} events): "
+              f"{home.root / 'sessions'}  engine log: {root / 'turn-memory-engine.log'}")
+        if args.json:
+            print(json.dumps({"session": run.session_id, **report}))
+        return 0
+    finally:
+        if fake is not None:
+            fake.stop()
+
+
+def add_demo_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="run a real DSH session with turn-memory in a throwaway home",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=["scripted", "user"], default="scripted",
+                   help="scripted: embedded deterministic model (default); user: your DSH default provider")
+    p.add_argument("--home", help="use this directory as the DSH home instead of a temporary one")
+    p.add_argument("--timeout", type=float, default=300, help="seconds the DSH session may take")
+    p.add_argument("--json", action="store_true", help="also print a machine-readable summary")
+    p.set_defaults(func=run_demo)

@@ -65,3 +65,20 @@ def render_prompt(name: str, values: Mapping[str, str], flags: Mapping[str, bool
     except OSError as exc:
         raise PromptError(f"cannot read prompt {path}: {exc}") from exc
     return render(template, values, flags).strip() + "\n"
+
+
+def prompt_sections(name: str) -> dict[str, str]:
+    """A prompt file split at `## heading` lines: {heading: body}. Read fresh each call."""
+    path = prompts_dir() / f"{name}.md"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt {path}: {exc}") from exc
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = sections.setdefault(line[3:].strip(), [])
+        elif current is not None:
+            current.append(line)
+    return {key: "\n".join(lines).strip() for key, lines in sections.items()}

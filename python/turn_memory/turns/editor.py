@@ -1,0 +1,221 @@
+"""TurnNodeEditor: the host-owned working surface of one completed turn (design D-002/D-003).
+
+The worker edits an in-memory copy; the session is untouched until the final surface is
+validated and landed. Originals are `n1…nN`; every accepted replacement gets fresh ids
+`r1…`, and replaced ids fail clearly afterwards. Each current node keeps two relations:
+
+- semantic sources: the original events its content derives from (outputs of one joint
+  replacement all inherit the range's union; they may overlap);
+- landing slice: the original surface positions it will shadow when landed; the slices of
+  the current nodes always partition the turn's positions in order, without gaps.
+
+A node's capacity is the size of its slice: a replacement of a range may produce at most
+as many nodes as the range has positions (M ≤ N).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from turn_memory.turns.nodes import OriginalNode, Role
+
+
+class EditError(ValueError):
+    """A worker call that cannot be applied; the editor is unchanged."""
+
+
+@dataclass(frozen=True)
+class WorkingNode:
+    id: str
+    role: Role
+    text: str
+    #: the original node kept verbatim, or None for an accepted replacement
+    original: OriginalNode | None
+    sources: tuple[int, ...]
+    #: [first, last] original positions this node lands on
+    slice: tuple[int, int]
+    #: for a tool node: the call it answers (kept through a content rewrite)
+    result_for: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.original is None
+
+    @property
+    def capacity(self) -> int:
+        return self.slice[1] - self.slice[0] + 1
+
+
+@dataclass(frozen=True)
+class Output:
+    role: Role
+    text: str
+
+
+def split_positions(first: int, last: int, parts: int) -> list[tuple[int, int]]:
+    """Deterministic contiguous split of positions [first, last] into `parts` non-empty slices.
+
+    Earlier outputs get the extra positions: the leading user/assistant usually stands for
+    the bulk of what it replaces, and the last output keeps the turn's closing position.
+    """
+    total = last - first + 1
+    base, extra = divmod(total, parts)
+    slices, at = [], first
+    for i in range(parts):
+        size = base + (1 if i < extra else 0)
+        slices.append((at, at + size - 1))
+        at += size
+    return slices
+
+
+class TurnNodeEditor:
+    def __init__(self, turn: int, originals: Sequence[OriginalNode]):
+        if not originals:
+            raise ValueError("a turn with no surface nodes cannot be edited")
+        self.turn = turn
+        self.originals = list(originals)
+        self.nodes: list[WorkingNode] = [
+            WorkingNode(f"n{o.index + 1}", o.role, o.text, o, o.sources, (o.index, o.index), o.result_for)
+            for o in originals
+        ]
+        self._next_r = 1
+        #: id -> the id that replaced it, so a stale id gets a useful error
+        self._replaced_by: dict[str, str] = {}
+        #: accepted replacements so far (what a fresh worker continues from)
+        self.revision = 0
+
+    # -- lookup ------------------------------------------------------------------------
+    def index_of(self, node_id: str) -> int:
+        for i, node in enumerate(self.nodes):
+            if node.id == node_id:
+                return i
+        if node_id in self._replaced_by:
+            raise EditError(f"{node_id} no longer exists: it was replaced by {self._replaced_by[node_id]}; "
+                            "call list_turn_nodes for the current ids")
+        raise EditError(f"unknown node id {node_id!r}; current ids: {', '.join(n.id for n in self.nodes)}")
+
+    def resolve_range(self, start: str, end: str | None) -> tuple[int, int]:
+        i = self.index_of(start)
+        j = self.index_of(end) if end is not None else i
+        if j < i:
+            raise EditError(f"range {start}..{end} runs backwards: {end} comes before {start}")
+        return i, j
+
+    def get(self, node_id: str) -> WorkingNode:
+        return self.nodes[self.index_of(node_id)]
+
+    # -- editing -----------------------------------------------------------------------
+    def replace(self, start: str, end: str | None, outputs: Sequence[Output]) -> list[str]:
+        """Replace the contiguous current range start..end by `outputs`; returns the new ids."""
+        i, j = self.resolve_range(start, end)
+        selected = self.nodes[i:j + 1]
+        first, last = selected[0].slice[0], selected[-1].slice[1]
+        capacity = last - first + 1
+        if not outputs:
+            raise EditError("nodes must contain at least one node")
+        if len(outputs) > capacity:
+            raise EditError(f"{len(outputs)} nodes do not fit: {start}..{end or start} has capacity {capacity} "
+                            f"(a range can become at most as many nodes as original positions it covers)")
+        for k, out in enumerate(outputs):
+            if not out.text.strip():
+                raise EditError(f"nodes[{k}] has empty content")
+        self._check_tool_outputs(selected, outputs)
+        if i == 0 and outputs[0].role != "user":
+            raise EditError("the turn must start with a user node: the first output replacing n1's position must be "
+                            "role 'user'")
+        if j == len(self.nodes) - 1 and outputs[-1].role != "assistant":
+            raise EditError("the turn must end with an assistant node: the last output at the end of the turn must be "
+                            "role 'assistant'")
+        sources = tuple(sorted({s for node in selected for s in node.sources}))
+        answers = selected[0].result_for if outputs[0].role == "tool" else None
+        new_nodes = [
+            WorkingNode(f"r{self._next_r + k}", out.role, out.text, None, sources, sl, answers)
+            for k, (out, sl) in enumerate(zip(outputs, split_positions(first, last, len(outputs))))
+        ]
+        candidate = self.nodes[:i] + new_nodes + self.nodes[j + 1:]
+        problem = tool_pairing_problem(candidate)
+        if problem:
+            raise EditError(problem)
+        self._next_r += len(outputs)
+        for node in selected:
+            self._replaced_by[node.id] = ", ".join(n.id for n in new_nodes)
+        self.nodes = candidate
+        self.revision += 1
+        return [n.id for n in new_nodes]
+
+    @staticmethod
+    def _check_tool_outputs(selected: list[WorkingNode], outputs: Sequence[Output]) -> None:
+        tools = [k for k, out in enumerate(outputs) if out.role == "tool"]
+        if not tools:
+            return
+        target = selected[0]
+        is_tool_node = target.role == "tool" and (target.original is None or target.original.kind == "tool-result")
+        if len(selected) != 1 or len(outputs) != 1 or not is_tool_node:
+            raise EditError("a 'tool' node is only valid as a one-to-one content rewrite of a single tool result: "
+                            "select exactly one tool node and give exactly one node with role 'tool'; fold tool "
+                            "traffic into an assistant node instead")
+
+    # -- validation --------------------------------------------------------------------
+    def final_problems(self) -> list[str]:
+        """Why the current working surface cannot land (empty when it can)."""
+        problems: list[str] = []
+        if self.nodes[0].role != "user":
+            problems.append(f"the turn must start with a user node ({self.nodes[0].id} is {self.nodes[0].role})")
+        if self.nodes[-1].role != "assistant":
+            problems.append(f"the turn must end with an assistant node ({self.nodes[-1].id} is {self.nodes[-1].role})")
+        if problem := tool_pairing_problem(self.nodes):
+            problems.append(problem)
+        raw = [n.id for n in self.nodes if n.original is not None and n.original.has_reasoning]
+        if raw:
+            problems.append(f"{', '.join(raw)} still carry raw reasoning: rewrite them (keep what the reasoning "
+                            "established as ordinary assistant text)")
+        missing = [ref for ref in self.image_refs() if not any(_keeps_image(n, ref) for n in self.nodes)]
+        if missing:
+            problems.append("image references were dropped; keep each <memory-image ref=…/> marker: "
+                            + ", ".join(missing))
+        return problems
+
+    def image_refs(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for original in self.originals:
+            for ref in original.images:
+                seen.setdefault(ref)
+        return list(seen)
+
+    @property
+    def changed(self) -> bool:
+        return any(n.changed for n in self.nodes)
+
+
+def _keeps_image(node: WorkingNode, ref: str) -> bool:
+    if node.original is not None:
+        return ref in node.original.images
+    return f'ref="{ref}"' in node.text
+
+
+def tool_pairing_problem(nodes: Sequence[WorkingNode]) -> str | None:
+    """Tool calls and results left verbatim must still pair up, in order.
+
+    A verbatim assistant with tool calls needs each result after it (verbatim or a content
+    rewrite of that one result); every kept result needs its verbatim calling assistant
+    before it. Anything else would send the provider an orphaned call or result.
+    """
+    open_calls: dict[str, str] = {}
+    answered: set[str] = set()
+    for node in nodes:
+        original = node.original
+        if original is not None and original.calls:
+            for call in original.calls:
+                open_calls[call] = node.id
+        call = node.result_for
+        if call is not None:
+            if call not in open_calls:
+                return (f"{node.id} is a tool result whose call is gone: replace it together with the assistant "
+                        "node that made the call (or fold both into an assistant node)")
+            answered.add(call)
+    unanswered = [f"{node_id} ({call})" for call, node_id in open_calls.items() if call not in answered]
+    if unanswered:
+        return ("tool calls would lose their results: " + ", ".join(unanswered)
+                + "; replace the calling assistant node together with its tool results")
+    return None

@@ -1,0 +1,235 @@
+"""Turn a validated working surface into one append plan (design D-001, D-003, D-008, D-019).
+
+Pure. The plan is host-shaped through the dialect and is validated by the surface model
+before it is sent. Landing happens in the next turn's first pre-step: the new turn is open
+but its first step has not started, and the compressed turn is still the surface tail.
+
+- 0.1.0-rc.8 (assistant/message may replace): the pure N→M replacement in place — one
+  replacement per changed node over its landing slice, citing its semantic sources and
+  its slice; unchanged nodes keep their original events.
+- 0.2.0-rc.2 (assistant/message may only be appended): the four modes of D-019.
+
+Assistant events a landing writes sit inside a short landing step (`step/start` … `step/end`
+of the open turn, numbered 0 — the loop numbers its steps from 1): DSH's token meter prices
+every assistant/message as the output of an open step and throws, for the rest of the
+session, on one that is not.
+
+The turn's first user node always ends up carrying the `compression` marker (a no-op
+exact-content copy when the worker left it unchanged), so a landed turn is recognisable
+after reload.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.surface import SessionLog
+from turn_memory.landing.land import Plan
+from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
+from turn_memory.turns.markers import SNAPSHOT_PLUGIN, Phase, marker_source
+from turn_memory.turns.nodes import OriginalNode
+
+LANDING_STEP = 0
+
+
+@dataclass(frozen=True)
+class LandingContext:
+    turn: int
+    #: the turn open while landing (the landing step belongs to it), or None between turns
+    open_turn: int | None
+    workers: int
+
+
+class LandingImpossible(Exception):
+    """This dialect/moment cannot land this surface (nothing is appended)."""
+
+
+def _uuid() -> str:
+    return str(uuid.uuid4())
+
+
+def _user_message(text: str, source: dict[str, Any]) -> dict[str, Any]:
+    return {"id": _uuid(), "role": "user", "content": [{"type": "text", "text": text}], "source": source}
+
+
+def _model_source(originals: list[OriginalNode]) -> dict[str, Any] | None:
+    """The provider/model of the turn's last model output (never its replay state)."""
+    for original in reversed(originals):
+        if original.role == "assistant":
+            source = original.message.get("source") or {}
+            if source.get("kind") == "model" and source.get("provider") and source.get("model"):
+                return {"kind": "model", "provider": source["provider"], "model": source["model"]}
+    return None
+
+
+def _cites(node: WorkingNode, positions: list[int]) -> list[int]:
+    """Semantic sources plus every position the node shadows (the host requires the latter)."""
+    return sorted({*node.sources, *positions[node.slice[0]:node.slice[1] + 1]})
+
+
+def _marker(ctx: LandingContext, phase: Phase = "compression") -> dict[str, Any]:
+    return marker_source(phase, ctx.turn, workers=ctx.workers)
+
+
+def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
+    """turn/end: mark the turn pending with an exact-content copy of its first user node."""
+    event = log.events[first_seq]
+    message = copy.deepcopy(event["data"])
+    message.update(id=_uuid(), source=marker_source("pending", turn))
+    sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})
+    return Plan([{"type": "user/message", "data": message, "surfaceOp": log.dialect.replace_op(first_seq, first_seq),
+                  "sourceEventSeqs": sources}], spans=[[first_seq]], label=f"turn {turn} pending marker")
+
+
+def noop_plan(log: SessionLog, first_seq: int, ctx: LandingContext) -> Plan:
+    """Nothing to rewrite: re-mark the first user node as landed (content unchanged)."""
+    plan = pending_plan(log, first_seq, ctx.turn)
+    plan.events[0]["data"]["source"] = _marker(ctx)
+    plan.label = f"turn {ctx.turn} no-op landing"
+    return plan
+
+
+def _landing_step(ctx: LandingContext, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not any(e["type"] == "assistant/message" for e in events):
+        return events
+    if ctx.open_turn is None:
+        raise LandingImpossible("assistant nodes can only land while a turn is open (in the next turn's pre-step)")
+    step = {"turn": ctx.open_turn, "step": LANDING_STEP}
+    return [{"type": "step/start", "data": dict(step)}, *events, {"type": "step/end", "data": dict(step)}]
+
+
+def _assistant_event(dialect: Dialect, ctx: LandingContext, text: str, source: dict[str, Any],
+                     surface: dict[str, Any]) -> dict[str, Any]:
+    message = {"id": _uuid(), "role": "assistant", "content": [{"type": "text", "text": text}], "source": source}
+    return {"type": "assistant/message",
+            "data": dialect.assistant_data(ctx.open_turn or 0, LANDING_STEP, message), **surface}
+
+
+def _retained_snapshot(log: SessionLog) -> int | None:
+    """The runtime-context snapshot the host currently retains (newest one on the surface)."""
+    on_surface = set(log.nodes)
+    for event in reversed(log.events):
+        if event["type"] == "user/message" and ((event.get("data") or {}).get("source") or {}).get("plugin") == SNAPSHOT_PLUGIN:
+            if event["seq"] in on_surface:
+                return event["seq"]
+    return None
+
+
+def _keep_snapshot(log: SessionLog, shadowed: set[int]) -> list[dict[str, Any]]:
+    """The host does not re-emit a snapshot before the step about to run: if the landing
+    shadows the one it retains, restate it at the tail so that step still carries it."""
+    retained = _retained_snapshot(log)
+    if retained is None or retained not in shadowed:
+        return []
+    original = log.events[retained]
+    message = {**copy.deepcopy(original["data"]), "id": _uuid()}
+    return [{"type": "user/message", "data": message, "surfaceOp": "append", "sourceEventSeqs": [retained]}]
+
+
+def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], ctx: LandingContext) -> Plan:
+    """The whole landing of one compressed turn, for the log's dialect."""
+    if editor.final_problems():
+        raise LandingImpossible("the working surface is not final: " + "; ".join(editor.final_problems()))
+    if not editor.changed:
+        return noop_plan(log, positions[0], ctx)
+    dialect = log.dialect
+    if dialect.assistant_may_replace:
+        events, shadowed = _in_place(log, editor, positions, ctx)
+    else:
+        events, shadowed = _v02(log, editor, positions, ctx)
+    events = _landing_step(ctx, events) + _keep_snapshot(log, shadowed)
+    return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})")
+
+
+def _in_place(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
+              ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
+    dialect = log.dialect
+    model = _model_source(editor.originals)
+    events: list[dict[str, Any]] = []
+    shadowed: set[int] = set()
+    for index, node in enumerate(editor.nodes):
+        if not node.changed and index != 0:
+            continue
+        if not node.changed:  # the unchanged first user node still gets the landed marker
+            events.append(noop_plan(log, positions[0], ctx).events[0])
+            continue
+        span = positions[node.slice[0]:node.slice[1] + 1]
+        shadowed.update(span)
+        surface = {"surfaceOp": dialect.replace_op(span[0], span[-1]), "sourceEventSeqs": _cites(node, positions)}
+        if node.role == "user":
+            source = _marker(ctx) if index == 0 else marker_source("compression", ctx.turn)
+            events.append({"type": "user/message", "data": _user_message(node.text, source), **surface})
+        elif node.role == "assistant":
+            if model is None:
+                raise LandingImpossible("no model source to attribute rewritten assistant nodes to")
+            events.append(_assistant_event(dialect, ctx, node.text, model, surface))
+        else:
+            events.append(_tool_rewrite(log, editor, node, positions, surface))
+    return events, shadowed
+
+
+def _tool_rewrite(log: SessionLog, editor: TurnNodeEditor, node: WorkingNode, positions: list[int],
+                  surface: dict[str, Any]) -> dict[str, Any]:
+    """A tool result may only change its content, one-to-one (both dialects)."""
+    original = editor.originals[node.slice[0]]
+    data = copy.deepcopy(log.events[positions[node.slice[0]]]["data"])
+    data["message"]["content"][0]["content"] = [{"type": "text", "text": node.text}]
+    assert original.role == "tool"
+    return {"type": "tool/result", "data": data, **surface}
+
+
+def _v02(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
+         ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
+    dialect = log.dialect
+    nodes = editor.nodes
+    # mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type
+    if all(n.original is not None or (n.capacity == 1 and _same_type(editor, n)) for n in nodes) \
+            and all(n.role != "assistant" or not n.changed for n in nodes):
+        return _in_place(log, editor, positions, ctx)
+    model = _model_source(editor.originals)
+    shadowed = set(positions)
+    whole = {"surfaceOp": dialect.replace_op(positions[0], positions[-1])}
+    at_tail = log.nodes[-1] == positions[-1]
+    if at_tail and model is not None and ctx.open_turn is not None and nodes[0].role == "user":
+        # mode 3: the first node replaces the whole turn; the rest is appended after it
+        first = nodes[0]
+        first_message = _user_message(first.text, _marker(ctx)) if first.changed else {
+            **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(ctx)}  # type: ignore[union-attr]
+        events = [{"type": "user/message", "data": first_message, **whole,
+                   "sourceEventSeqs": sorted({*first.sources, *positions})}]
+        for node in nodes[1:]:
+            events.append(_appended(dialect, ctx, node, model))
+        return events, shadowed
+    # mode 4: one user checkpoint standing for the whole turn, roles written out
+    label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
+    text = "\n\n".join(f"{label[n.role]}: {n.text}" for n in nodes)
+    return [{"type": "user/message", "data": _user_message(text, _marker(ctx)), **whole,
+             "sourceEventSeqs": sorted({s for n in nodes for s in n.sources} | set(positions))}], shadowed
+
+
+def _same_type(editor: TurnNodeEditor, node: WorkingNode) -> bool:
+    return editor.originals[node.slice[0]].role == node.role
+
+
+def _appended(dialect: Dialect, ctx: LandingContext, node: WorkingNode, model: dict[str, Any]) -> dict[str, Any]:
+    """Re-materialise one node after a mode-3 head: unchanged nodes keep their event data."""
+    original = node.original
+    if original is None:
+        if node.role == "assistant":
+            return _assistant_event(dialect, ctx, node.text, model, {"surfaceOp": "append"})
+        return {"type": "user/message", "data": _user_message(node.text, marker_source("compression", ctx.turn)),
+                "surfaceOp": "append", "sourceEventSeqs": list(node.sources)}
+    data = copy.deepcopy(original.event["data"])
+    if original.event["type"] == "assistant/message":
+        data.update(turn=ctx.open_turn, step=LANDING_STEP)
+        data["message"]["id"] = _uuid()
+        return {"type": "assistant/message", "data": data, "surfaceOp": "append"}
+    if original.event["type"] == "tool/result":
+        data["message"]["id"] = _uuid()
+        return {"type": "tool/result", "data": data, "surfaceOp": "append", "sourceEventSeqs": [original.seq]}
+    data["id"] = _uuid()
+    return {"type": "user/message", "data": data, "surfaceOp": "append", "sourceEventSeqs": [original.seq]}

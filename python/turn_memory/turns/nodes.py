@@ -1,0 +1,108 @@
+"""The original nodes of one completed turn, as the worker and the landing planner see them.
+
+Each current surface node of the turn becomes an `OriginalNode`: its role, what kind of
+node it is, the text the worker reads (tool calls, tool results and images rendered as
+canonical markers), its semantic sources, and the event it came from (kept verbatim for
+unchanged landing and tool pairing).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence
+
+from turn_memory.host.surface import SessionLog
+from turn_memory.turns.markers import is_host_context, marker_of
+
+Role = Literal["user", "assistant", "tool"]
+Kind = Literal["human", "host-context", "assistant", "tool-result"]
+
+
+@dataclass(frozen=True)
+class OriginalNode:
+    index: int
+    seq: int
+    role: Role
+    kind: Kind
+    text: str
+    #: original events this node's content derives from (a pending marker cites the original user message)
+    sources: tuple[int, ...]
+    event: dict[str, Any]
+    #: assistant tool-call ids this node issues, or the call id a tool result answers
+    calls: tuple[str, ...] = ()
+    result_for: str | None = None
+    has_reasoning: bool = False
+    images: tuple[str, ...] = ()
+
+    @property
+    def message(self) -> dict[str, Any]:
+        data = self.event["data"]
+        return data if self.event["type"] == "user/message" else data["message"]
+
+
+def image_marker(block: dict[str, Any]) -> tuple[str, str]:
+    """Canonical lazy reference for an image block (design D-010): (attachment id, marker)."""
+    ref = block.get("image") or block.get("ref") or block
+    attachment = str(ref.get("attachmentId") or ref.get("id") or ref.get("sha256") or "unknown")
+    attrs = [f'ref="{attachment}"']
+    for key, name in (("mediaType", "type"), ("width", "width"), ("height", "height"), ("byteLength", "bytes")):
+        if ref.get(key) is not None:
+            attrs.append(f'{name}="{ref[key]}"')
+    return attachment, f"<memory-image {' '.join(attrs)} />"
+
+
+def render_blocks(blocks: Sequence[dict[str, Any]]) -> tuple[str, list[str], bool]:
+    """Text of content blocks for the worker; returns (text, image refs, has reasoning)."""
+    parts: list[str] = []
+    images: list[str] = []
+    reasoning = False
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block.get("text", ""))
+        elif kind == "reasoning":
+            reasoning = True
+            parts.append(f"[reasoning]\n{block.get('text', '')}\n[/reasoning]")
+        elif kind == "tool-call":
+            parts.append(f"[tool call {block.get('name')} id={block.get('id')}] {block.get('arguments', '')}")
+        elif kind == "tool-result":
+            inner, inner_images, _ = render_blocks(block.get("content") or [])
+            images += inner_images
+            error = " error" if block.get("isError") else ""
+            parts.append(f"[tool result id={block.get('toolCallId')}{error}]\n{inner}")
+        elif kind == "image":
+            ref, marker = image_marker(block)
+            images.append(ref)
+            parts.append(marker)
+        else:
+            parts.append(f"[{kind} block] {json.dumps(block, ensure_ascii=False)[:400]}")
+    return "\n".join(p for p in parts if p), images, reasoning
+
+
+def original_nodes(log: SessionLog, seqs: Sequence[int]) -> list[OriginalNode]:
+    nodes: list[OriginalNode] = []
+    for index, seq in enumerate(seqs):
+        event = log.events[seq]
+        kind_of_event = event["type"]
+        message = event["data"] if kind_of_event == "user/message" else event["data"]["message"]
+        text, images, reasoning = render_blocks(message.get("content") or [])
+        sources: tuple[int, ...] = (seq,)
+        if marker_of(event) is not None:
+            # a marker copy stands for the original user message it replaced (design D-015)
+            sources = tuple(sorted({*event.get("sourceEventSeqs", ()), seq}))
+        if kind_of_event == "user/message":
+            role: Role = "user"
+            kind: Kind = "host-context" if is_host_context(message) else "human"
+            nodes.append(OriginalNode(index, seq, role, kind, text, sources, event, images=tuple(images)))
+        elif kind_of_event == "assistant/message":
+            calls = tuple(b["id"] for b in message.get("content", []) if b.get("type") == "tool-call")
+            nodes.append(OriginalNode(index, seq, "assistant", "assistant", text, sources, event, calls=calls,
+                                      has_reasoning=reasoning, images=tuple(images)))
+        elif kind_of_event == "tool/result":
+            call = (message.get("source") or {}).get("callId")
+            nodes.append(OriginalNode(index, seq, "tool", "tool-result", text, sources, event,
+                                      result_for=call, images=tuple(images)))
+        else:  # system/developer nodes never belong to a turn
+            raise ValueError(f"seq {seq}: {kind_of_event} cannot be part of a turn")
+    return nodes

@@ -1,0 +1,204 @@
+"""The four worker tools over a TurnNodeEditor (design D-002, D-003, D-009).
+
+Pure: arguments in, text out. Every invalid call — malformed arguments, stale ids, a range
+that is not contiguous, more outputs than capacity, wrong role order, an oversize read —
+returns a clear `ToolError` and leaves the editor unchanged. Tool descriptions are prompt
+text and live in `prompts/turn-worker-tools.md`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from turn_memory.prompts import prompt_sections
+from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
+
+FINISH = "finish_turn_compression"
+TOOL_NAMES = ("list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", FINISH)
+MAX_READ_IDS = 64
+
+
+class ToolError(Exception):
+    pass
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListArgs(_Args):
+    pass
+
+
+class ReadArgs(_Args):
+    ids: list[str] | None = None
+    from_: str | None = Field(None, alias="from")
+    to: str | None = None
+    offset: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_selection(self) -> "ReadArgs":
+        if (self.ids is None) == (self.from_ is None):
+            raise ValueError("give either ids (a list of node ids) or from (and optionally to), not both or neither")
+        if self.to is not None and self.from_ is None:
+            raise ValueError("to needs from")
+        return self
+
+
+class NodeArg(_Args):
+    role: Literal["user", "assistant", "tool"]
+    content: str
+
+
+class ReplaceArgs(_Args):
+    from_: str = Field(alias="from")
+    to: str | None = None
+    nodes: list[NodeArg] = Field(min_length=1)
+
+
+class FinishArgs(_Args):
+    pass
+
+
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "list_turn_nodes": {"type": "object", "properties": {}, "additionalProperties": False},
+    "read_turn_nodes": {
+        "type": "object",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "string"}},
+            "from": {"type": "string"},
+            "to": {"type": "string"},
+            "offset": {"type": "integer", "minimum": 0},
+        },
+        "additionalProperties": False,
+    },
+    "replace_turn_nodes": {
+        "type": "object",
+        "properties": {
+            "from": {"type": "string"},
+            "to": {"type": "string"},
+            "nodes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {"role": {"type": "string", "enum": ["user", "assistant", "tool"]},
+                                   "content": {"type": "string"}},
+                    "required": ["role", "content"],
+                    "additionalProperties": False,
+                },
+            },
+        },
+        "required": ["from", "nodes"],
+        "additionalProperties": False,
+    },
+    FINISH: {"type": "object", "properties": {}, "additionalProperties": False},
+}
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    """Name, description (from the prompt file, read fresh) and JSON schema of each tool."""
+    descriptions = prompt_sections("turn-worker-tools")
+    return [{"name": name, "description": descriptions[name].strip(), "parameters": _SCHEMAS[name]} for name in TOOL_NAMES]
+
+
+def _parse(model: type[_Args], args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError as exc:
+            raise ToolError(f"arguments are not valid JSON: {exc}") from None
+    if args is None:
+        args = {}
+    try:
+        return model.model_validate(args)
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+        raise ToolError(f"invalid arguments: {details}") from None
+
+
+def _preview(text: str, limit: int = 140) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _kind(node: WorkingNode) -> str:
+    if node.original is None:
+        return "rewritten"
+    o = node.original
+    kind = o.kind
+    if o.calls:
+        kind += f" with {len(o.calls)} tool call{'s' if len(o.calls) > 1 else ''}"
+    if o.has_reasoning:
+        kind += ", raw reasoning (must be rewritten)"
+    return kind
+
+
+def catalog(editor: TurnNodeEditor, *, previews: bool) -> str:
+    lines = [f"Turn {editor.turn}: {len(editor.nodes)} current nodes from {len(editor.originals)} original positions "
+             f"(revision {editor.revision})."]
+    for node in editor.nodes:
+        state = "changed" if node.changed else "unchanged"
+        line = f"- {node.id} · {node.role} · {_kind(node)} · {state} · capacity {node.capacity}"
+        if previews:
+            line += f" · {_preview(node.text)}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+@dataclass
+class WorkerTools:
+    editor: TurnNodeEditor
+    read_limit_chars: int = 24000
+
+    def call(self, name: str, args: Any) -> str:
+        """Run one tool; raises ToolError (editor unchanged) on any invalid call."""
+        if name == "list_turn_nodes":
+            _parse(ListArgs, args)
+            return catalog(self.editor, previews=True)
+        if name == "read_turn_nodes":
+            return self._read(_parse(ReadArgs, args))
+        if name == "replace_turn_nodes":
+            return self._replace(_parse(ReplaceArgs, args))
+        if name == FINISH:
+            _parse(FinishArgs, args)
+            problems = self.editor.final_problems()
+            if problems:
+                raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))
+            return "Accepted. The compressed turn will land; your work is done."
+        raise ToolError(f"unknown tool {name}")
+
+    def _read(self, args: ReadArgs) -> str:
+        editor = self.editor
+        try:
+            if args.ids is not None:
+                if not args.ids or len(args.ids) > MAX_READ_IDS:
+                    raise ToolError(f"ids must list 1 to {MAX_READ_IDS} node ids")
+                picked = [editor.get(node_id) for node_id in dict.fromkeys(args.ids)]
+            else:
+                i, j = editor.resolve_range(args.from_, args.to)  # type: ignore[arg-type]
+                picked = editor.nodes[i:j + 1]
+        except EditError as exc:
+            raise ToolError(str(exc)) from None
+        body = "\n\n".join(f"### {n.id} · {n.role} · {'changed' if n.changed else 'unchanged'}\n{n.text}" for n in picked)
+        if args.offset > len(body):
+            raise ToolError(f"offset {args.offset} is past the end ({len(body)} characters)")
+        page = body[args.offset: args.offset + self.read_limit_chars]
+        end = args.offset + len(page)
+        if end < len(body):
+            page += (f"\n\n[truncated at character {end} of {len(body)}; call read_turn_nodes again with the same "
+                     f"selection and offset={end} to continue]")
+        return page
+
+    def _replace(self, args: ReplaceArgs) -> str:
+        outputs = [Output(n.role, n.content) for n in args.nodes]
+        try:
+            new_ids = self.editor.replace(args.from_, args.to, outputs)
+        except EditError as exc:
+            raise ToolError(str(exc)) from None
+        span = args.from_ if args.to in (None, args.from_) else f"{args.from_}..{args.to}"
+        return f"Accepted: {span} -> {', '.join(new_ids)}.\n" + catalog(self.editor, previews=False)

@@ -1,0 +1,174 @@
+"""Landing a compressed turn: what lands on the surface, under each dialect, and that the
+host (the surface model, which applies both dialects' append and reload rules) accepts it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from turn_builders import Shape, completed_turn_log
+from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.surface import SessionLog
+from turn_memory.landing.land import stamp, validate
+from turn_memory.turns.editor import EditError, Output, TurnNodeEditor
+from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
+from turn_memory.turns.markers import marker_of
+from turn_memory.turns.nodes import original_nodes
+
+DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]
+
+
+def setup(dialect, shape=None, **kw):
+    log, positions = completed_turn_log(dialect, shape or Shape(), **kw)
+    editor = TurnNodeEditor(2, original_nodes(log, positions))
+    return log, positions, editor
+
+
+def land(log: SessionLog, plan) -> list[dict]:
+    events = validate(log, plan)
+    for event in events:
+        assert not log.append(event)
+    return events
+
+
+def messages(log: SessionLog) -> list[tuple[str, str]]:
+    out = []
+    for seq in log.nodes:
+        m = log.message_of(seq)
+        if m is not None:
+            out.append((m["role"], "".join(b.get("text", "") for b in m["content"] if b.get("type") == "text")))
+    return out
+
+
+def ctx(workers: int = 1, open_turn: int | None = 3) -> LandingContext:
+    return LandingContext(turn=2, open_turn=open_turn, workers=workers)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_six_nodes_land_as_two_in_place(dialect):
+    log, positions, editor = setup(dialect, Shape(steps=[(1, True, False), (1, False, True), (0, False, False)],
+                                                  snapshot=False))
+    assert len(positions) == 7  # user, assistant+call, result, steer, assistant+call, result, answer
+    editor.replace("n1", editor.nodes[-1].id, [Output("user", "Fix the parser (steer: also the lexer)."),
+                                               Output("assistant", "Ran tests; fixed empty-input crash in parse().")])
+    before = len(log)
+    events = land(log, plan_landing(log, editor, positions, ctx()))
+    turn_nodes = [s for s in log.nodes if s >= before]
+    roles = [r for r, _ in messages(log)[-2:]]
+    if dialect is RC8:
+        assert [e["type"] for e in events] == ["step/start", "user/message", "assistant/message", "step/end"]
+        assert roles == ["user", "assistant"]
+        user, assistant = events[1], events[2]
+        assert user["surfaceOp"]["start"] == positions[0] and assistant["surfaceOp"]["end"] == positions[-1]
+        assert set(positions) <= set(user["sourceEventSeqs"]) | set(assistant["sourceEventSeqs"])
+        assert assistant["data"]["step"] == 0 and assistant["data"]["turn"] == 3
+    else:  # v02 mode 3: head replaces the turn, the assistant is appended (stream: [])
+        assert [e["type"] for e in events] == ["step/start", "user/message", "assistant/message", "step/end"]
+        assert events[2]["surfaceOp"] == "append" and events[2]["data"]["stream"] == []
+        assert "sourceEventSeqs" not in events[2]
+        assert roles == ["user", "assistant"]
+    assert marker_of(events[1]) == ("compression", 2)
+    assert len(turn_nodes) == 2
+    SessionLog(dialect, log.events)  # reloads
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_unchanged_turn_lands_as_marker_copy_of_first_user_node(dialect):
+    log, positions, editor = setup(dialect, Shape(steps=[(0, False, False)]))
+    before = messages(log)
+    (event,) = land(log, plan_landing(log, editor, positions, ctx()))
+    assert event["type"] == "user/message" and marker_of(event) == ("compression", 2)
+    assert messages(log) == before  # same text, same roles, same places
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_pending_marker_is_an_exact_content_copy(dialect):
+    log, positions = completed_turn_log(dialect, Shape(), pending=False, next_turn_open=False)
+    before = messages(log)
+    (event,) = land(log, pending_plan(log, positions[0], 2))
+    assert marker_of(event) == ("pending", 2) and messages(log) == before
+
+
+def test_rc8_unchanged_nodes_keep_their_events_and_only_changed_ones_land():
+    log, positions, editor = setup(RC8, Shape(steps=[(1, False, False), (0, False, False)]))
+    editor.replace("n5", None, [Output("assistant", "Done: parser fixed.")])
+    events = land(log, plan_landing(log, editor, positions, ctx()))
+    kinds = [e["type"] for e in events]
+    # the first user node is re-marked, the final answer rewritten; the tool pair stays verbatim
+    assert kinds == ["step/start", "user/message", "assistant/message", "step/end"]
+    assert positions[2] in log.nodes and positions[3] in log.nodes
+
+
+def test_v02_user_only_change_lands_one_to_one():
+    log, positions, editor = setup(V02, Shape(steps=[(0, False, False)]))
+    editor.replace("n1", None, [Output("user", "Fix the parser, carefully.")])
+    events = land(log, plan_landing(log, editor, positions, ctx(open_turn=None)))
+    assert [e["type"] for e in events] == ["user/message"]
+    assert events[0]["surfaceOp"] == V02.replace_op(positions[0], positions[0])
+
+
+def test_v02_not_at_tail_degrades_to_one_checkpoint():
+    log, positions, editor = setup(V02, Shape(steps=[(1, False, False), (0, False, False)]))
+    log.append({"type": "user/message", "seq": len(log), "time": 1, "surfaceOp": "append",
+                "data": {"id": "later", "role": "user", "source": {"kind": "user"}, "content": [{"type": "text", "text": "next"}]}})
+    editor.replace("n3", "n5", [Output("assistant", "Ran the tool; fixed.")])
+    (event,) = land(log, plan_landing(log, editor, positions, ctx()))[:1]
+    assert event["type"] == "user/message" and event["surfaceOp"] == V02.replace_op(positions[0], positions[-1])
+    assert "Assistant: Ran the tool; fixed." in event["data"]["content"][0]["text"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_landing_that_shadows_the_retained_snapshot_restates_it(dialect):
+    log, positions, editor = setup(dialect)
+    editor.replace("n1", "n5", [Output("user", "Fix the parser."), Output("assistant", "Fixed.")])
+    events = land(log, plan_landing(log, editor, positions, ctx()))
+    assert events[-1]["type"] == "user/message" and "runtime context" in events[-1]["data"]["content"][0]["text"]
+    assert log.nodes[-1] == events[-1]["seq"]
+
+
+def test_assistant_rewrites_need_an_open_turn_on_rc8():
+    log, positions, editor = setup(RC8, next_turn_open=False)
+    editor.replace("n3", "n5", [Output("assistant", "Fixed.")])
+    with pytest.raises(Exception, match="open"):
+        plan_landing(log, editor, positions, ctx(open_turn=None))
+
+
+# -- property: random edit sequences never produce a plan the host rejects ----------------
+shapes = st.builds(
+    Shape,
+    steps=st.lists(st.tuples(st.integers(0, 2), st.booleans(), st.booleans()), min_size=1, max_size=4),
+    snapshot=st.booleans(),
+)
+edits = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(1, 4),
+                           st.lists(st.sampled_from(["user", "assistant", "tool"]), min_size=4, max_size=4)),
+                 max_size=6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=shapes, ops=edits, dialect=st.sampled_from([RC8, V02]), tail=st.booleans())
+def test_random_edits_never_yield_a_plan_the_host_rejects(shape, ops, dialect, tail):
+    log, positions = completed_turn_log(dialect, shape, next_turn_open=True)
+    if not tail:
+        log.append({"type": "user/message", "seq": len(log), "time": 1, "surfaceOp": "append",
+                    "data": {"id": "x", "role": "user", "source": {"kind": "user"}, "content": [{"type": "text", "text": "hi"}]}})
+    editor = TurnNodeEditor(2, original_nodes(log, positions))
+    for a, b, m, roles in ops:
+        i, j = sorted((a % len(editor.nodes), b % len(editor.nodes)))
+        before = [(n.id, n.slice) for n in editor.nodes]
+        try:
+            editor.replace(editor.nodes[i].id, editor.nodes[j].id, [Output(r, f"text {k}") for k, r in enumerate(roles[:m])])
+        except EditError:
+            assert [(n.id, n.slice) for n in editor.nodes] == before  # a refused edit changes nothing
+        # the slices always partition the original positions, in order, without gaps
+        flat = [p for n in editor.nodes for p in range(n.slice[0], n.slice[1] + 1)]
+        assert flat == list(range(len(positions)))
+    if editor.final_problems():  # make it finishable the way a worker would: fold the rest
+        editor.replace(editor.nodes[0].id, editor.nodes[-1].id, [Output("user", "task"), Output("assistant", "result")])
+    assert not editor.final_problems()
+    plan = plan_landing(log, editor, positions, LandingContext(turn=2, open_turn=3, workers=1))
+    events = validate(log, plan)  # raises if the host would refuse any event or the reload
+    for event in stamp(log, plan.events):
+        log.append(event)
+    SessionLog(dialect, log.events)
+    assert any(marker_of(e) == ("compression", 2) for e in events)

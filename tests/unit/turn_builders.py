@@ -1,0 +1,73 @@
+"""Realistic completed turns for editor/landing tests: steers, tool calls, reasoning, snapshots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from surface_builders import LogBuilder, new_id
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.turns import node_origins
+from turn_memory.landing.land import stamp
+from turn_memory.turns.landing import pending_plan
+from turn_memory.turns.markers import SNAPSHOT_PLUGIN
+
+SNAPSHOT_SOURCE = {"kind": "plugin", "plugin": SNAPSHOT_PLUGIN, "form": "snapshot", "sections": []}
+
+
+@dataclass
+class Shape:
+    """steps: per step, (tool calls, with reasoning, steer before it)."""
+
+    steps: list[tuple[int, bool, bool]] = field(default_factory=lambda: [(1, True, False), (0, False, False)])
+    snapshot: bool = True
+
+
+def add_turn(b: LogBuilder, shape: Shape, text: str = "please fix the parser") -> None:
+    b.turn_no += 1
+    turn = b.turn_no
+    b.add("turn/start", {"turn": turn})
+    for step_no, (calls, reasoning, steer) in enumerate(shape.steps, start=1):
+        b.step_no = step_no
+        b.add("step/start", {"turn": turn, "step": step_no})
+        if step_no == 1:
+            b.user(text + " " + "with care " * 10)
+            if shape.snapshot:
+                b.add("user/message", {"id": new_id("snap"), "role": "user", "source": dict(SNAPSHOT_SOURCE),
+                                       "content": [{"type": "text", "text": "Current runtime context. cwd=/w"}]},
+                      op="append")
+        elif steer:
+            b.user("actually, also check the lexer")
+        ids = tuple(new_id("call") for _ in range(calls))
+        b.assistant(f"step {step_no} answer " + "detail " * 15, tool_calls=ids)
+        if reasoning:
+            b.events[-1]["data"]["message"]["content"].insert(0, {"type": "reasoning", "text": "think " * 30})
+        for call in ids:
+            call_seq = b.add("tool/call", {"turn": turn, "step": step_no, "callId": call, "name": "bash", "arguments": "{}"})
+            b.tool_result(call, "output " * 40, call_seq=call_seq)
+        b.add("step/end", {"turn": turn, "step": step_no})
+    b.add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+
+def completed_turn_log(dialect: Dialect, shape: Shape, *, prior_turns: int = 1, pending: bool = True,
+                       next_turn_open: bool = True) -> tuple[SessionLog, list[int]]:
+    """A log whose last completed turn is the target; returns (log, its surface positions)."""
+    b = LogBuilder(dialect)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    for _ in range(prior_turns):
+        add_turn(b, Shape(steps=[(0, False, False)], snapshot=False), "earlier task")
+    add_turn(b, shape)
+    log = SessionLog(dialect, b.events)
+    target = b.turn_no
+    origins = node_origins(log.events, dialect)
+    positions = [s for s in log.nodes if origins.get(s) == ("turn", target)]
+    if pending:
+        plan = pending_plan(log, positions[0], target)
+        for event in stamp(log, plan.events):
+            log.append(event)
+        positions[0] = len(log) - 1
+    if next_turn_open:
+        log.append({"type": "turn/start", "seq": len(log), "time": 1, "data": {"turn": target + 1}})
+    return log, positions
+

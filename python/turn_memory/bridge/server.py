@@ -77,6 +77,9 @@ class BridgeServer:
         self._sock.setsockopt(zmq.LINGER, 0)
         # reconnecting shims reuse nothing: a fresh DEALER gets a fresh identity
         self._sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        # a plain view of the same socket: draining an already-queued backlog without an
+        # await per message is ~4x cheaper than zmq.asyncio's per-message receive (bench/)
+        self._drain = zmq.Socket.shadow(self._sock.underlying)
         self._requested = endpoint
         self._secret = secret
         self._handlers = handlers
@@ -135,15 +138,21 @@ class BridgeServer:
     # -- receiving ---------------------------------------------------------------------
     async def serve(self) -> None:
         while True:
-            frames = await self._sock.recv_multipart()
-            if len(frames) < 2:
-                continue
-            identity, header = frames[0], frames[1]
-            payload = frames[2] if len(frames) > 2 else None
-            try:
-                await self._dispatch(identity, header, payload)
-            except Exception:  # one bad message must never stop the loop
-                log.exception("bridge: failed to handle a message")
+            batch = [await self._sock.recv_multipart()]
+            while len(batch) < 256:
+                try:
+                    batch.append(self._drain.recv_multipart(zmq.NOBLOCK))
+                except zmq.Again:
+                    break
+            for frames in batch:
+                if len(frames) < 2:
+                    continue
+                identity, header = frames[0], frames[1]
+                payload = frames[2] if len(frames) > 2 else None
+                try:
+                    await self._dispatch(identity, header, payload)
+                except Exception:  # one bad message must never stop the loop
+                    log.exception("bridge: failed to handle a message")
 
     async def _dispatch(self, identity: bytes, raw: bytes, payload: bytes | None) -> None:
         try:

@@ -19,8 +19,26 @@ class ManualCompactionConfig(BaseModel):
     llmTimeoutS: float = Field(600.0, gt=0)
 
 
+class TurnConfig(BaseModel):
+    """Per-turn compression (design D-007, D-008)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    #: consecutive workers without an accepted replacement before the job gives up
+    workerAttempts: int = Field(3, ge=1)
+    #: model requests one worker may make before it is stopped (counts as no progress)
+    maxWorkerRequests: int = Field(24, ge=1)
+    #: how long the next turn's first request waits for this turn's landing, then proceeds raw
+    landingWaitS: float = Field(30.0, ge=0)
+    #: characters one read_turn_nodes call returns before paging
+    readLimitChars: int = Field(24000, ge=1000)
+    #: wall-clock bound of one worker
+    workerTimeoutS: float = Field(900.0, gt=0)
+
+
 class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     compaction: ManualCompactionConfig = Field(default_factory=ManualCompactionConfig)
+    turns: TurnConfig = Field(default_factory=TurnConfig)
     #: engine -> shim call timeout for plan application and flush
     hostCallTimeoutS: float = Field(30.0, gt=0)

@@ -18,8 +18,11 @@ from turn_memory.bridge.protocol import (
     HelloParams,
     HelloResult,
     PingParams,
+    PreStepParams,
     SessionClosedParams,
     SessionEventsParams,
+    WorkerToolParams,
+    WorkerToolResult,
 )
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.manual import compact_now, compact_region
@@ -27,6 +30,7 @@ from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.landing.port import BridgeHostPort
+from turn_memory.turns.service import TurnService
 
 log = logging.getLogger("turn_memory.engine")
 
@@ -37,6 +41,7 @@ ELIDED = ["assistant/chunk"]
 class Engine:
     def __init__(self) -> None:
         self.mirror = SessionMirror()
+        self.turns = TurnService()
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
 
@@ -56,14 +61,20 @@ class Engine:
 
     # -- messages ----------------------------------------------------------------------
     def is_inline(self, method: str) -> bool:
-        return method == "ping"
+        # worker tool calls only touch the in-memory editor: answer them in order, at once
+        return method in ("ping", "worker.tool")
 
     def on_notify(self, peer: Peer, method: str, params: BaseModel, payload: bytes | None) -> None:
         if method == "session.events":
             assert isinstance(params, SessionEventsParams)
-            dialect, _ = self._peers[peer.identity]
-            if not self.mirror.receive(peer, dialect, params, payload):
+            dialect, config = self._peers[peer.identity]
+            events = self.mirror.receive(peer, dialect, params, payload)
+            if events is None:
                 self._request_resync(peer, params.sessionId)
+                return
+            session = self.mirror.get(params.sessionId)
+            assert session is not None
+            self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
         elif method == "session.closed":
             assert isinstance(params, SessionClosedParams)
             self.mirror.close(params.sessionId)
@@ -81,10 +92,24 @@ class Engine:
             session = self._session(params.sessionId)
             return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
                                   params.start, params.end)
+        if method == "turn.preStep":
+            assert isinstance(params, PreStepParams)
+            session = self.mirror.get(params.sessionId)
+            if session is None or not session.is_user_session:
+                return {}
+            return self._pre_step(session, params, self._config(peer))
+        if method == "worker.tool":
+            assert isinstance(params, WorkerToolParams)
+            answer = self.turns.tool_call(params.jobId, params.workerId, params.tool, params.args)
+            return WorkerToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude)
         if method == "compact.ifNeeded":
             assert isinstance(params, CompactIfNeededParams)
             return None  # pressure policy: not yet (the shim treats null as "nothing to do")
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
+
+    async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> dict[str, Any]:
+        await self.turns.pre_step(session, params.turn, params.step, config)
+        return {}
 
     # -- helpers -----------------------------------------------------------------------
     def _session(self, session_id: str) -> MirroredSession:

@@ -61,7 +61,7 @@ class FakeHost:
         new = self.log.events[self._sent:]
         if new:
             params = SessionEventsParams(sessionId=SESSION, start=self._sent, count=len(new))
-            assert self.mirror.receive(None, self.dialect, params, json.dumps(new).encode())
+            assert self.mirror.receive(None, self.dialect, params, json.dumps(new).encode()) is not None
             self._sent = len(self.log)
 
     # -- HostPort ----------------------------------------------------------------------
@@ -99,3 +99,32 @@ class FakeHost:
 
     async def resync(self, session_id: str) -> None:
         pass
+
+
+class WorkerScript:
+    """A scripted worker for FakeHost.run_worker: a list of (tool, args) calls, then a stop."""
+
+    def __init__(self, calls: list[tuple[str, Any]], stop: str = "completed"):
+        self.calls = calls
+        self.stop = stop
+        self.answers: list[Any] = []
+
+
+def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) -> list[dict[str, Any]]:
+    """Make `host.run_worker` play `scripts` in order, routing tool calls through `service`."""
+    started: list[dict[str, Any]] = []
+
+    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        started.append(spec)
+        script = scripts.pop(0) if scripts else WorkerScript([], stop="completed")
+        for requests, (tool, args) in enumerate(script.calls, start=1):
+            if requests > spec["maxRequests"]:
+                return {"stop": "request-limit", "requests": requests - 1}
+            answer = service.tool_call(spec["jobId"], spec["workerId"], tool, args)
+            script.answers.append(answer)
+            if answer.conclude:
+                return {"stop": "concluded", "requests": requests}
+        return {"stop": script.stop, "requests": len(script.calls)}
+
+    host.run_worker = run_worker  # type: ignore[method-assign]
+    return started

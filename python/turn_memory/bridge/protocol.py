@@ -80,6 +80,32 @@ class CompactIfNeededParams(_Model):
     agentOptions: AgentOptions = Field(default_factory=AgentOptions)
 
 
+class PreStepParams(_Model):
+    """Before a step of `turn` starts (the agent waits for the answer, bounded)."""
+
+    sessionId: str
+    logLength: int
+    turn: int
+    step: int
+
+
+class WorkerToolParams(_Model):
+    """A compression worker called one of its private tools."""
+
+    jobId: str
+    workerId: str
+    tool: str
+    #: as the model sent them: an object, or a raw string when they were not valid JSON
+    args: Any = None
+
+
+class WorkerToolResult(_Model):
+    text: str
+    isError: bool = False
+    #: the worker's turn ends with this result (an accepted finish)
+    conclude: bool = False
+
+
 class PingParams(_Model):
     echo: Any = None
 
@@ -156,6 +182,29 @@ class LlmStreamParams(_Model):
 
 class LlmStreamChunks(_Model):
     chunks: list[dict[str, Any]]
+
+
+class WorkerRunParams(_Model):
+    """Run one compression worker (fork or spawn of the session's agent) until it ends."""
+
+    sessionId: str
+    jobId: str
+    workerId: str
+    mode: Literal["fork", "spawn"]
+    prompt: str
+    persona: str
+    #: [{name, description, parameters (JSON schema)}], registered in the worker's scope only
+    tools: list[dict[str, Any]]
+    maxRequests: int
+    label: str = ""
+
+
+class WorkerRunResult(_Model):
+    model_config = ConfigDict(extra="allow")
+    #: how the worker's run ended, as the host reported it
+    stop: str
+    requests: int = 0
+    detail: str | None = None
 
 
 class FlushParams(_Model):
@@ -241,6 +290,8 @@ ShimMessage = Annotated[
         _call("compact.now", CompactNowParams),
         _call("compact.region", CompactRegionParams),
         _call("compact.ifNeeded", CompactIfNeededParams),
+        _call("turn.preStep", PreStepParams),
+        _call("worker.tool", WorkerToolParams),
         _notify("session.events", SessionEventsParams),
         _notify("session.closed", SessionClosedParams),
         Annotated[Reply, Tag("reply")],
@@ -258,6 +309,7 @@ ENGINE_CALLS: dict[str, type[BaseModel]] = {
     "llm.stream": LlmStreamParams,
     "session.flush": FlushParams,
     "session.resync": ResyncParams,
+    "worker.run": WorkerRunParams,
 }
 
 

@@ -56,27 +56,27 @@ class SessionMirror:
     def get(self, session_id: str) -> MirroredSession | None:
         return self.sessions.get(session_id)
 
-    def receive(self, peer: Any, dialect: Dialect, params: SessionEventsParams, payload: bytes | None) -> bool:
-        """Fold one batch. Returns False when a gap was found (caller asks for a resync)."""
+    def receive(self, peer: Any, dialect: Dialect, params: SessionEventsParams,
+                payload: bytes | None) -> list[dict[str, Any]] | None:
+        """Fold one batch; returns its events, or None on a gap (the caller asks for a resync)."""
         events: list[dict[str, Any]] = json.loads(payload) if payload else []
         if len(events) != params.count:
             log.error("session %s: batch says %d events, payload has %d", params.sessionId, params.count, len(events))
-            return False
+            return None
         state = self.sessions.get(params.sessionId)
         if params.reset or state is None:
             if not params.reset:
                 log.warning("session %s: events before a reset; asking for the whole log", params.sessionId)
-                return False
-            state = MirroredSession(params.sessionId, dialect, peer, SessionLog(dialect), params.meta)
-            if existing := self.sessions.get(params.sessionId):
-                state.job_lock = existing.job_lock  # a resync never releases a running job's lock
-                state._grew = existing._grew
-            self.sessions[params.sessionId] = state
+                return None
+            if state is None:
+                state = self.sessions[params.sessionId] = MirroredSession(params.sessionId, dialect, peer, SessionLog(dialect))
+            # reset in place: running jobs keep their reference and read the fresh log
+            state.log, state.meta, state.dialect = SessionLog(dialect), params.meta, dialect
         elif params.start != len(state.log):
             log.error("session %s: gap in the mirror (have %d events, batch starts at %d); resyncing",
                       params.sessionId, len(state.log), params.start)
             state.desynced = True
-            return False
+            return None
         state.peer = peer
         for event in events:
             try:
@@ -84,12 +84,12 @@ class SessionMirror:
             except SurfaceError as exc:
                 log.error("session %s: event %s broke the surface model (%s); resyncing", state.id, event.get("seq"), exc)
                 state.desynced = True
-                return False
+                return None
             for problem in problems:
                 log.error("session %s: committed event %s would not reload: %s", state.id, event.get("seq"), problem)
         state.desynced = False
         state._grew.set()
-        return True
+        return events
 
     def close(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)

@@ -17,6 +17,11 @@ from turn_memory.host.dialect import Dialect
 #: ("turn", n) | ("checkpoint", seq) | ("loose", seq)
 UnitKey = tuple[str, int]
 
+#: turn-memory lands a compressed turn inside a short step numbered 0 of the open turn
+#: (the agent loop numbers its own steps from 1); nodes appended there belong to the turn
+#: whose replacement opened the landing, not to the open turn
+LANDING_STEP = 0
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -68,18 +73,25 @@ def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int
     """Origin unit of every surface-eligible event, by seq (one pass over the log)."""
     origins: dict[int, UnitKey] = {}
     open_turn: int | None = None
+    landing: UnitKey | None = None
+    in_landing = False
     for event in events:
         kind = event["type"]
         if kind == "turn/start":
             open_turn = event["data"]["turn"]
         elif kind == "turn/end":
             open_turn = None
+        elif kind in ("step/start", "step/end") and (event.get("data") or {}).get("step") == LANDING_STEP:
+            in_landing, landing = kind == "step/start", None
         op = event.get("surfaceOp")
         if op is None:
             continue
         seq = event["seq"]
         if op == "append":
-            origins[seq] = ("turn", open_turn) if open_turn is not None else ("loose", seq)
+            if in_landing and landing is not None:
+                origins[seq] = landing
+            else:
+                origins[seq] = ("turn", open_turn) if open_turn is not None else ("loose", seq)
             continue
         message = event["data"] if kind == "user/message" else (event["data"] or {}).get("message", {})
         bounds = dialect.op_range(op)
@@ -87,6 +99,8 @@ def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int
             origins[seq] = ("checkpoint", seq)
         else:
             origins[seq] = origins.get(bounds[0], ("loose", seq))
+            if in_landing:
+                landing = origins[seq]
     return origins
 
 

@@ -17,6 +17,7 @@ from turn_memory.bridge.protocol import (
     LlmRequest,
     LlmStreamParams,
     ResyncParams,
+    WorkerRunParams,
 )
 
 
@@ -29,6 +30,8 @@ class HostPort(Protocol):
     async def flush(self, session_id: str) -> None: ...
 
     async def resync(self, session_id: str) -> None: ...
+
+    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]: ...
 
 
 class BridgeHostPort:
@@ -54,3 +57,8 @@ class BridgeHostPort:
 
     async def resync(self, session_id: str) -> None:
         await self._server.call(self._peer, "session.resync", ResyncParams(sessionId=session_id), timeout=self._timeout)
+
+    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        result = await self._server.call(self._peer, "worker.run", WorkerRunParams(sessionId=session_id, **spec),
+                                         timeout=timeout)
+        return result if isinstance(result, dict) else {"stop": str(result)}

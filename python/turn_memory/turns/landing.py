@@ -28,12 +28,11 @@ from typing import Any
 
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog
+from turn_memory.host.turns import LANDING_STEP
 from turn_memory.landing.land import Plan
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
 from turn_memory.turns.markers import SNAPSHOT_PLUGIN, Phase, marker_source
 from turn_memory.turns.nodes import OriginalNode
-
-LANDING_STEP = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,209 @@
+"""One completed turn's compression: prepare, mark pending, run workers, land (D-007, D-008).
+
+Workers: the first is a one-shot fork of the parent (it inherits the turn in context); any
+end without an accepted finish disposes it and continues with a fresh spawn that starts
+from the editor's current catalog. The budget counts consecutive workers without an
+accepted replacement; progress resets it. Each worker is bounded in model requests by the
+shim, so no job can spin. The session is only touched twice: the pending marker, and the
+final landing — in the next turn's pre-step, so the next request already sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from turn_memory.config import TurnConfig
+from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.turns import lifecycle_state
+from turn_memory.landing.land import LandingError, land
+from turn_memory.landing.port import HostPort
+from turn_memory.prompts import PromptError, render_prompt
+from turn_memory.turns import landing as landing_
+from turn_memory.turns.editor import TurnNodeEditor
+from turn_memory.turns.markers import marker_of
+from turn_memory.turns.nodes import original_nodes
+from turn_memory.turns.recovery import turn_nodes
+from turn_memory.turns.tools import FINISH, ToolError, WorkerTools, catalog, tool_specs
+
+log = logging.getLogger("turn_memory.turns")
+_worker_ids = itertools.count(1)
+
+
+@dataclass
+class ToolAnswer:
+    text: str
+    is_error: bool = False
+    #: the worker's turn ends here (an accepted finish)
+    conclude: bool = False
+
+
+@dataclass
+class TurnJob:
+    session: MirroredSession
+    port: HostPort
+    config: TurnConfig
+    turn: int
+    job_id: str = ""
+    editor: TurnNodeEditor | None = None
+    positions: list[int] = field(default_factory=list)
+    workers: list[str] = field(default_factory=list)
+    worker_modes: list[str] = field(default_factory=list)
+    current_worker: str | None = None
+    finished: bool = False
+    #: set when a landing is prepared (or there is nothing left to land)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    landed: asyncio.Event = field(default_factory=asyncio.Event)
+    _tools: WorkerTools | None = None
+
+    def __post_init__(self) -> None:
+        self.job_id = self.job_id or f"{self.session.id}#turn{self.turn}"
+
+    @property
+    def done(self) -> bool:
+        return self.landed.is_set()
+
+    @property
+    def where(self) -> str:
+        return f"session {self.session.id} turn {self.turn}"
+
+    # -- the whole job -----------------------------------------------------------------
+    async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if not self.ready.is_set():  # gave up or skipped: nothing will land
+                self.landed.set()
+                self.ready.set()
+
+    async def _run(self) -> None:
+        positions = self._prepare()
+        if positions is None:
+            return
+        originals = original_nodes(self.session.log, positions)
+        if not any(o.role == "assistant" and o.text.strip() for o in originals):
+            # nothing the model said survives in the turn: no worker can produce a user -> assistant
+            # turn without inventing one (D-008); record "seen" with a content-identical marker
+            log.info("%s: no assistant transcript; no-op marker, no worker", self.where)
+            await self._land_now(lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
+            return
+        first = self.session.log.events[positions[0]]
+        if marker_of(first) is None:
+            await land(self.session, self.port, lambda log_: landing_.pending_plan(log_, positions[0], self.turn))
+            positions = self._prepare()
+            if positions is None:
+                return
+            originals = original_nodes(self.session.log, positions)
+        self.positions = positions
+        self.editor = TurnNodeEditor(self.turn, originals)
+        self._tools = WorkerTools(self.editor, self.config.readLimitChars)
+        if not await self._work():
+            log.warning("%s: gave up after %d worker(s) without a finish; the turn stays raw (pending, retried on "
+                        "the next start)", self.where, len(self.workers))
+            return
+        log.info("%s: finished by worker %d (%s); %d -> %d nodes; landing at the next pre-step", self.where,
+                 len(self.workers), ", ".join(self.worker_modes), len(self.positions), len(self.editor.nodes))
+        self.ready.set()
+        await self.landed.wait()
+
+    def _prepare(self) -> list[int] | None:
+        """Re-read the current surface: the turn's nodes, or None (logged) when it cannot be compressed."""
+        log_ = self.session.log
+        nodes = turn_nodes(log_, self.turn)
+        if not nodes:
+            log.info("%s: skipped: no current surface nodes (shadowed by a checkpoint?)", self.where)
+            return None
+        at = log_.index_of(nodes[0])
+        if log_.nodes[at:at + len(nodes)] != nodes:
+            log.warning("%s: skipped: the turn's nodes are not contiguous on the surface", self.where)
+            return None
+        if log_.events[nodes[0]]["type"] != "user/message":
+            log.warning("%s: skipped: the turn does not start with a user node", self.where)
+            return None
+        return nodes
+
+    # -- workers -----------------------------------------------------------------------
+    async def _work(self) -> bool:
+        assert self.editor is not None
+        no_progress = 0
+        while no_progress < self.config.workerAttempts:
+            mode = "fork" if not self.workers else "spawn"
+            worker_id = f"w{next(_worker_ids)}"
+            self.workers.append(worker_id)
+            self.worker_modes.append(mode)
+            revision = self.editor.revision
+            try:
+                prompt = self._prompt(mode)
+            except PromptError as exc:
+                log.error("%s: prompt failed: %s", self.where, exc)
+                return False
+            self.current_worker = worker_id
+            try:
+                outcome = await self.port.run_worker(self.session.id, {
+                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
+                    "persona": render_prompt("turn-worker-system", {}), "tools": tool_specs(),
+                    "maxRequests": self.config.maxWorkerRequests, "label": f"turn-memory turn {self.turn}",
+                }, self.config.workerTimeoutS)
+            except Exception as exc:  # transport, timeout, host refusal: a failed worker
+                outcome = {"stop": "error", "detail": str(exc)}
+            finally:
+                self.current_worker = None
+            if self.finished:
+                return True
+            progressed = self.editor.revision > revision
+            no_progress = 0 if progressed else no_progress + 1
+            log.info("%s: worker %s (%s) ended without a finish (%s); %s", self.where, worker_id, mode,
+                     outcome.get("stop") if isinstance(outcome, dict) else outcome,
+                     "it made progress, continuing" if progressed else
+                     f"no progress ({no_progress}/{self.config.workerAttempts})")
+        return False
+
+    def _prompt(self, mode: str) -> str:
+        assert self.editor is not None
+        return render_prompt(
+            "turn-compression",
+            {"turn": str(self.turn), "node_count": str(len(self.editor.nodes)),
+             "catalog": catalog(self.editor, previews=True)},
+            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0},
+        )
+
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
+        """A worker's tool call, routed here by the engine."""
+        if self._tools is None or worker_id != self.current_worker or self.finished:
+            return ToolAnswer("this worker is no longer active; stop now", is_error=True, conclude=True)
+        try:
+            text = self._tools.call(name, args)
+        except ToolError as exc:
+            return ToolAnswer(str(exc), is_error=True)
+        if name == FINISH:
+            self.finished = True
+            return ToolAnswer(text, conclude=True)
+        return ToolAnswer(text)
+
+    # -- landing -----------------------------------------------------------------------
+    def _context(self, open_turn: int | None, workers: int | None = None) -> landing_.LandingContext:
+        return landing_.LandingContext(self.turn, open_turn, len(self.workers) if workers is None else workers)
+
+    async def _land_now(self, build: Any) -> None:
+        try:
+            await land(self.session, self.port, build)
+        except LandingError as exc:
+            log.warning("%s: marker landing refused: %s", self.where, exc)
+
+    async def land_in_prestep(self, open_turn: int) -> None:
+        """Land the finished turn while `open_turn` is open and has not started its step."""
+        assert self.editor is not None
+        try:
+            if lifecycle_state(self.session.log.events).open_turn != open_turn:
+                raise LandingError(f"turn {open_turn} is not the open turn")
+            await land(self.session, self.port,
+                       lambda log_: landing_.plan_landing(log_, self.editor, self.positions, self._context(open_turn)))
+            log.info("%s: landed (%d -> %d nodes, %d worker(s))", self.where, len(self.positions),
+                     len(self.editor.nodes), len(self.workers))
+        except (LandingError, landing_.LandingImpossible) as exc:
+            log.warning("%s: landing refused, the turn stays raw: %s", self.where, exc)
+        finally:
+            self.landed.set()

@@ -1,0 +1,58 @@
+"""What a completed turn's durable state says about it (design D-008, D-015). Pure.
+
+- Turns with a `pending` marker and no `compression` marker anywhere in the log were cut
+  off between turn/end and landing: redo them.
+- A `compression` marker whose turn still shows raw reasoning on the surface is a stale
+  no-op from a reasoning-unaware version: redo it too.
+- Marker-free turns are never backfilled: they predate the plugin (or were never ours).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.turns import node_origins
+from turn_memory.turns.markers import marker_of
+
+
+@dataclass(frozen=True)
+class TurnMarks:
+    completed: set[int]
+    pending: set[int]
+    landed: set[int]
+
+
+def scan_marks(events: Sequence[dict[str, Any]]) -> TurnMarks:
+    completed, pending, landed = set(), set(), set()
+    for event in events:
+        if event["type"] == "turn/end":
+            completed.add(event["data"]["turn"])
+        elif (mark := marker_of(event)) is not None:
+            (pending if mark[0] == "pending" else landed).add(mark[1])
+    return TurnMarks(completed, pending, landed)
+
+
+def turn_nodes(log: SessionLog, turn: int) -> list[int]:
+    """The current surface nodes of `turn`, in order (empty when shadowed by a checkpoint)."""
+    origins = node_origins(log.events, log.dialect)
+    return [seq for seq in log.nodes if origins.get(seq) == ("turn", turn)]
+
+
+def _has_raw_reasoning(log: SessionLog, seqs: list[int]) -> bool:
+    for seq in seqs:
+        event = log.events[seq]
+        if event["type"] == "assistant/message":
+            if any(b.get("type") == "reasoning" for b in event["data"]["message"].get("content", [])):
+                return True
+    return False
+
+
+def turns_to_recover(log: SessionLog) -> list[int]:
+    marks = scan_marks(log.events)
+    redo = {t for t in marks.pending - marks.landed if t in marks.completed}
+    for turn in marks.landed & marks.completed:
+        if _has_raw_reasoning(log, turn_nodes(log, turn)):
+            redo.add(turn)
+    return sorted(redo)

@@ -45,6 +45,10 @@ class Engine:
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
 
+    def close(self) -> None:
+        for queue in self.turns.queues.values():
+            queue.cancel()
+
     # -- handshake ---------------------------------------------------------------------
     def on_hello(self, peer: Peer, params: HelloParams) -> HelloResult:
         dialect = DIALECTS[params.dialect]
@@ -57,7 +61,8 @@ class Engine:
             raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}")) from exc
         self._peers[peer.identity] = (dialect, config)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
-        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED)
+        wait_ms = int((config.turns.landingWaitS + 10) * 1000) if config.turns.enabled else 2000
+        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED, preStepTimeoutMs=wait_ms)
 
     # -- messages ----------------------------------------------------------------------
     def is_inline(self, method: str) -> bool:

@@ -9,9 +9,10 @@ export class HostOps {
   /** sessionId -> AbortSignal of the manual compaction running on it */
   maintenance = new Map();
 
-  constructor(ctx, mirror) {
+  constructor(ctx, mirror, workers) {
     this.ctx = ctx;
     this.mirror = mirror;
+    this.workers = workers;
   }
 
   handle(method, params, payload, io) {
@@ -20,6 +21,7 @@ export class HostOps {
       case 'llm.stream': return this.llm(params, io);
       case 'session.flush': return this.flush(params);
       case 'session.resync': return this.resync(params);
+      case 'worker.run': return this.workers.run(params, io);
       default: throw Object.assign(new Error(`unknown host operation ${method}`), { code: 'unknown-method' });
     }
   }

@@ -13,6 +13,7 @@ import { Bridge, EngineCallError } from './bridge.js';
 import { EngineProcess } from './engine-process.js';
 import { HostOps } from './host-ops.js';
 import { Mirror } from './mirror.js';
+import { Workers, isWorker } from './workers.js';
 
 export const name = 'dsh-turn-memory';
 
@@ -77,6 +78,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   // fields reject ("Receiver must be an instance of class").
   _timeouts = 0;
   _waiters = [];
+  _skipSubagents = true;
+  _preStepTimeoutMs = 2000;
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -98,7 +101,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
       onTimeout: (method) => this._timedOut(method),
     });
     this.mirror = new Mirror(this.bridge);
-    this.host = new HostOps(ctx, this.mirror);
+    this.workers = new Workers(ctx, this.mirror, (method, params) => this._call(method, params, { timeoutMs: this.settings.hookTimeoutMs }));
+    this.host = new HostOps(ctx, this.mirror, this.workers);
     this.process = new EngineProcess({
       command: engine.logFile ? [...engine.command, '--log-file', engine.logFile] : engine.command,
       transport: engine.transport,
@@ -108,7 +112,25 @@ export default class TurnMemoryEngine extends CompactionEngine {
       onExit: () => this.bridge.close('exited'),
     });
 
-    ctx.on('agent/created', ({ agent }) => this.mirror.track(agent));
+    ctx.on('agent/created', ({ agent }) => {
+      this.workers.setup(agent); // our own children: isolate them (throws only for a worker we did not start)
+      if (!isWorker(agent) && !(this._skipSubagents && agent.session.header?.origin === 'subagent')) this.mirror.track(agent);
+    });
+    ctx.on('agent/pre-step', async (payload, next) => {
+      const { agent, turn, step, signal } = payload;
+      // an engine still booting may hold the previous turn's landing: worth a bounded wait
+      if (turn > 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
+      if (this.bridge.ready && this.mirror.entry(agent.session.id)?.agent === agent && !signal.aborted) {
+        try {
+          // the engine may land the previous turn's compression here, before this step starts
+          await this._call('turn.preStep', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
+            { timeoutMs: this._preStepTimeoutMs, signal });
+        } catch (error) {
+          this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
+        }
+      }
+      return next();
+    });
     ctx.on('agent/disposed', ({ agent }) => this.mirror.untrack(agent));
     ctx.on('session/event', (session, event) => this.mirror.onEvent(session, event));
     ctx.effect(() => {
@@ -125,6 +147,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
     try {
       const { result } = await this.bridge.open(endpoint, { ...this.hello, secret }, this.settings.startTimeoutMs);
       this.mirror.elide = result?.elide ?? [];
+      this._skipSubagents = result?.skipSubagents ?? true;
+      this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
       this._timeouts = 0;
       this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);
       this.mirror.resetAll();

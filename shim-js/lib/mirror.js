@@ -24,7 +24,9 @@ export class Mirror {
 
   track(agent) {
     const session = agent.session;
-    this.tracked.set(session.id, { agent, session });
+    // where this process started watching the session: turns ending after it were seen live
+    const liveFrom = this.tracked.get(session.id)?.liveFrom ?? session.seq;
+    this.tracked.set(session.id, { agent, session, liveFrom });
     this.reset(session.id);
   }
 
@@ -40,7 +42,7 @@ export class Mirror {
     const entry = this.tracked.get(sessionId);
     if (!entry) return;
     const events = entry.session.snapshotEvents?.() ?? entry.session.events;
-    this.#queue.set(sessionId, { reset: true, start: 0, events: [...events], meta: meta(entry.session) });
+    this.#queue.set(sessionId, { reset: true, start: 0, events: [...events], meta: { ...meta(entry.session), liveFrom: entry.liveFrom } });
     this.#schedule();
   }
 

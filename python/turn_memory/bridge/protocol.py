@@ -50,6 +50,10 @@ class HelloResult(_Model):
     engineVersion: str
     #: event types whose data the shim may leave out of the mirror (the engine never reads it)
     elide: list[str] = Field(default_factory=list)
+    #: do not mirror subagent sessions (the engine only works on user sessions)
+    skipSubagents: bool = True
+    #: how long the shim lets the engine hold a pre-step (the bounded wait for a landing)
+    preStepTimeoutMs: int = 2000
 
 
 class AgentOptions(_Model):
@@ -115,6 +119,9 @@ class SessionMeta(_Model):
     parentSession: str | None = None
     origin: str | None = None
     delegationDepth: int | None = None
+    #: the log length when this DSH process began watching the session: turns that end at
+    #: or after it were observed live by the plugin, even if the engine was not connected yet
+    liveFrom: int | None = None
 
 
 class SessionEventsParams(_Model):

@@ -155,8 +155,10 @@ class TurnJob:
                 return True
             progressed = self.editor.revision > revision
             no_progress = 0 if progressed else no_progress + 1
-            log.info("%s: worker %s (%s) ended without a finish (%s); %s", self.where, worker_id, mode,
-                     outcome.get("stop") if isinstance(outcome, dict) else outcome,
+            stop = outcome.get("stop") if isinstance(outcome, dict) else outcome
+            if isinstance(outcome, dict) and outcome.get("detail"):
+                stop = f"{stop}: {outcome['detail']}"
+            log.info("%s: worker %s (%s) ended without a finish (%s); %s", self.where, worker_id, mode, stop,
                      "it made progress, continuing" if progressed else
                      f"no progress ({no_progress}/{self.config.workerAttempts})")
         return False
@@ -195,12 +197,17 @@ class TurnJob:
 
     async def land_in_prestep(self, open_turn: int) -> None:
         """Land the finished turn while `open_turn` is open and has not started its step."""
-        assert self.editor is not None
+        editor = self.editor
+        assert editor is not None
+
+        def build(log_: Any) -> Any:
+            # rebuilt on every attempt: the landing step must belong to the turn still open
+            if lifecycle_state(log_.events).open_turn != open_turn:
+                raise landing_.LandingImpossible(f"turn {open_turn} is no longer open")
+            return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn))
+
         try:
-            if lifecycle_state(self.session.log.events).open_turn != open_turn:
-                raise LandingError(f"turn {open_turn} is not the open turn")
-            await land(self.session, self.port,
-                       lambda log_: landing_.plan_landing(log_, self.editor, self.positions, self._context(open_turn)))
+            await land(self.session, self.port, build)
             log.info("%s: landed (%d -> %d nodes, %d worker(s))", self.where, len(self.positions),
                      len(self.editor.nodes), len(self.workers))
         except (LandingError, landing_.LandingImpossible) as exc:

@@ -4,7 +4,9 @@
   off between turn/end and landing: redo them.
 - A `compression` marker whose turn still shows raw reasoning on the surface is a stale
   no-op from a reasoning-unaware version: redo it too.
-- Marker-free turns are never backfilled: they predate the plugin (or were never ours).
+- Marker-free turns are never backfilled: they predate the plugin (or were never ours) —
+  except turns that ended after the shim began watching the session in this process
+  (`live_from`): the plugin saw them end while its engine was still starting or restarting.
 """
 
 from __future__ import annotations
@@ -49,9 +51,13 @@ def _has_raw_reasoning(log: SessionLog, seqs: list[int]) -> bool:
     return False
 
 
-def turns_to_recover(log: SessionLog) -> list[int]:
+def turns_to_recover(log: SessionLog, live_from: int | None = None) -> list[int]:
     marks = scan_marks(log.events)
     redo = {t for t in marks.pending - marks.landed if t in marks.completed}
+    if live_from is not None:
+        for event in log.events[live_from:]:
+            if event["type"] == "turn/end" and event["data"]["turn"] not in marks.landed:
+                redo.add(event["data"]["turn"])
     for turn in marks.landed & marks.completed:
         if _has_raw_reasoning(log, turn_nodes(log, turn)):
             redo.add(turn)

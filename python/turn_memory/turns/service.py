@@ -34,7 +34,8 @@ class TurnService:
         if not config.turns.enabled or not session.is_user_session:
             return
         if reset:
-            for turn in turns_to_recover(session.log):
+            live_from = session.meta.liveFrom if session.meta is not None else None
+            for turn in turns_to_recover(session.log, live_from):
                 if self._enqueue(session, turn, port, config):
                     log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
             return

@@ -1,6 +1,6 @@
 // Drives a real DSH agent through several turns in one process (the stock headless
 // runner answers one task and exits, which leaves no time for background work).
-// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv})[], resumeSessionId?, reportFile }.
+// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure})[], resumeSessionId?, reportFile }.
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
 import { randomUUID } from 'node:crypto';
@@ -11,7 +11,7 @@ import { createUserMessage } from '@deepseek-ai/dsh-llm';
 import { SessionId } from '@deepseek-ai/dsh-session';
 
 export const name = 'turn-memory-driver';
-export const inject = ['agentDefaultModel', 'agents', 'sessions', 'appExit'];
+export const inject = ['agentDefaultModel', 'agents', 'sessions', 'appExit', 'tokenMeter'];
 
 function report(config, record) {
   const line = JSON.stringify({ t: Date.now(), ...record }) + '\n';
@@ -49,6 +49,16 @@ async function run(ctx, config) {
   for (const task of config.tasks ?? []) {
     if (typeof task === 'object' && task.sleepMs) {
       await new Promise((resolve) => setTimeout(resolve, task.sleepMs));
+      continue;
+    }
+    if (typeof task === 'object' && task.measure) {
+      // DSH's own token meter must still price the session after turn-memory's landings
+      try {
+        const m = ctx.get('tokenMeter')?.measure(agent.session);
+        report(config, { measure: true, totalTokens: m?.totalTokens, nodes: m?.nodes.length, baseline: m?.baseline.kind });
+      } catch (error) {
+        report(config, { measure: true, error: String(error?.message ?? error) });
+      }
       continue;
     }
     if (typeof task === 'object' && task.exec) {

@@ -1,0 +1,123 @@
+// Runs the engine's compression workers: one-shot fork or spawn children of a session's
+// agent, each isolated (its own complete system prompt, no runtime context, no inherited
+// tools) with the engine's tools registered in its scope only, so no other agent ever
+// sees them (design D-009, D-018). Tool calls go to the engine; the engine decides.
+// Facts behind every call here: docs/rc8-workers.md.
+import { defineTool } from '@deepseek-ai/dsh-tools';
+
+const MARKER = 'turnMemoryWorker';
+const SNAPSHOT_PLUGIN = '@deepseek-ai/dsh-system-prompt';
+const TEXT_OUTPUT = {
+  schema: { type: 'object', properties: { text: { type: 'string', required: true } }, additionalProperties: false },
+  render: (_args, value) => [{ type: 'text', text: value.text }],
+};
+
+export function isWorker(agent) {
+  return agent.options?.[MARKER] !== undefined;
+}
+
+/** JSON Schema (what the engine declares) -> DSH's tool-parameter DSL (a property map). */
+function dslNode(schema, required) {
+  const node = { type: schema.type };
+  for (const key of ['description', 'enum', 'const']) if (schema[key] !== undefined) node[key] = schema[key];
+  if (schema.type === 'array' && schema.items) node.items = dslNode(schema.items, false);
+  if (schema.type === 'object') {
+    node.properties = dslProperties(schema);
+    node.additionalProperties = schema.additionalProperties ?? false;
+  }
+  if (required) node.required = true;
+  return node;
+}
+
+function dslProperties(schema) {
+  const required = new Set(schema.required ?? []);
+  return Object.fromEntries(Object.entries(schema.properties ?? {}).map(([k, v]) => [k, dslNode(v, required.has(k))]));
+}
+
+export class Workers {
+  /** workerId -> { spec, finished } */
+  runs = new Map();
+
+  constructor(ctx, mirror, callEngine) {
+    this.ctx = ctx;
+    this.mirror = mirror;
+    this.callEngine = callEngine;
+  }
+
+  /** agent/created: set up one of our children before its first request (a throw vetoes it). */
+  setup(agent) {
+    const marker = agent.options?.[MARKER];
+    if (marker === undefined) return;
+    const run = this.runs.get(marker.workerId);
+    if (!run) throw new Error(`turn-memory: unknown worker ${marker.workerId}`);
+    const c = agent.ctx;
+    c.tools.restrict({ allow: [] });
+    c.tools.presentAs('native');
+    for (const spec of run.spec.tools) c.tools.register(this.#tool(run, spec));
+    c.tools.guard(() => (run.finished ? 'the compression is finished; stop here' : undefined));
+    c.systemPrompt.section({ name: 'turn-memory:worker', order: 0, complete: true, text: run.spec.persona });
+    c.systemPrompt.suppressRuntimeContext();
+    c.on('agent/pre-step', async (step, next) => {
+      run.requests = step.step;
+      if (step.step > run.spec.maxRequests) return { kind: 'reject' };
+      const decision = await next();
+      if (decision.kind !== 'enter') return decision;
+      // a fork re-announces "runtime context: none": host scaffolding the worker must not see
+      return { ...decision, messages: decision.messages.filter((m) => m.source?.plugin !== SNAPSHOT_PLUGIN) };
+    });
+  }
+
+  #tool(run, spec) {
+    const { jobId, workerId } = run.spec;
+    return defineTool({
+      name: spec.name,
+      description: spec.description,
+      parameters: dslProperties(spec.parameters),
+      output: TEXT_OUTPUT,
+      execute: async (args, exec) => {
+        const answer = await this.callEngine('worker.tool', { jobId, workerId, tool: spec.name, args });
+        if (answer.isError) throw new Error(answer.text);
+        if (answer.conclude) {
+          run.finished = true;
+          exec.concludeTurn();
+        }
+        return { text: answer.text };
+      },
+    });
+  }
+
+  /** Engine call `worker.run`: start the child, wait for it to end, always dispose it. */
+  async run(spec, io) {
+    const parent = this.mirror.entry(spec.sessionId)?.agent;
+    const subagents = this.ctx.get('subagents');
+    if (!parent) throw Object.assign(new Error(`session ${spec.sessionId} has no live agent`), { code: 'unknown-session' });
+    if (!subagents) throw Object.assign(new Error('no subagent service in this profile'), { code: 'no-subagents' });
+    const record = { spec, finished: false, requests: 0 };
+    this.runs.set(spec.workerId, record);
+    const abort = new AbortController();
+    const cancel = () => abort.abort(new Error('cancelled by the turn-memory engine'));
+    io.signal.addEventListener('abort', cancel, { once: true });
+    // name the parent's route explicitly: the child otherwise inherits only agent.options
+    const route = parent.session.requestHeader?.()?.config ?? parent.options ?? {};
+    let run;
+    try {
+      run = await subagents.start(spec.mode, {
+        parent,
+        label: spec.label,
+        prompt: [{ type: 'text', text: spec.prompt }],
+        signal: abort.signal,
+        agentOptions: {
+          [MARKER]: { jobId: spec.jobId, workerId: spec.workerId },
+          ...(route.provider && route.model ? { provider: route.provider, model: route.model } : {}),
+        },
+        persona: spec.persona, // shadows a preset persona; the complete section wins anyway
+      });
+      const result = await run.result;
+      return { result: { stop: result.stopReason, requests: record.requests, child: run.id } };
+    } finally {
+      io.signal.removeEventListener('abort', cancel);
+      this.runs.delete(spec.workerId);
+      await run?.dispose();
+    }
+  }
+}

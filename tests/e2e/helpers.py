@@ -8,6 +8,8 @@ from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 
 CHECKPOINT_MARK = "[turn-memory checkpoint]"
+#: engine override for tests about something else: no per-turn compression workers
+NO_TURNS = {"turns": {"enabled": False}}
 
 
 def reload(events: list[dict[str, Any]]) -> SessionLog:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers import reload, transactions, turn_tasks
+from helpers import NO_TURNS, reload, transactions, turn_tasks
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ def test_engine_killed_then_back(home, fake, tmp_path):
             {"sleepMs": 4000},
             "/compact",
         ],
-        engine_overrides={"engine": {"restartDelayMs": 2500}},
+        engine_overrides={"engine": {"restartDelayMs": 2500}, **NO_TURNS},
     )
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 3

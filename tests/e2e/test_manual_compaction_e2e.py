@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import CHECKPOINT_MARK, reload, text_of, transactions, turn_tasks
+from helpers import CHECKPOINT_MARK, NO_TURNS, reload, text_of, transactions, turn_tasks
 from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.install.patchyaml import load as loads
@@ -31,7 +31,7 @@ def test_installed_engine_is_the_only_live_one(home):
 
 def test_three_turns_then_compact_then_resume(home, fake):
     script(fake)
-    run = home.run([*turn_tasks(3), "/compact", "After compaction: what did we learn?"])
+    run = home.run([*turn_tasks(3), "/compact", "After compaction: what did we learn?"], engine_overrides=NO_TURNS)
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     (compact,) = run.commands()
     assert compact["result"]["kind"] == "success", compact
@@ -61,7 +61,7 @@ def test_three_turns_then_compact_then_resume(home, fake):
 
     # a new DSH process reopens the session and completes another turn
     fake.push("turn", "Resumed fine. FIFTH")
-    again = home.run(["One more turn after reopening."], resume=run.session_id)
+    again = home.run(["One more turn after reopening."], resume=run.session_id, engine_overrides=NO_TURNS)
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.tasks()[0]["reason"]["kind"] == "completed" and "FIFTH" in again.tasks()[0]["text"]
     _, events2 = home.session_log(run.session_id)

@@ -10,7 +10,7 @@ import sys
 import pytest
 import zmq
 
-from helpers import transactions, turn_tasks
+from helpers import NO_TURNS, transactions, turn_tasks
 
 pytestmark = pytest.mark.e2e
 
@@ -19,7 +19,7 @@ def test_compact_over_tcp(home, fake):
     for i in range(3):
         fake.push("turn", f"Answer {i}.")
     fake.push("compaction", "SUMMARY-OVER-TCP")
-    run = home.run([*turn_tasks(2), "/compact"], engine_overrides={"engine": {"transport": "tcp"}})
+    run = home.run([*turn_tasks(2), "/compact"], engine_overrides={"engine": {"transport": "tcp"}, **NO_TURNS})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert run.commands()[0]["result"]["kind"] == "success", run.commands()
     _, events = home.session_log(run.session_id)

@@ -187,7 +187,8 @@ class TurnJob:
 
     # -- landing -----------------------------------------------------------------------
     def _context(self, open_turn: int | None, workers: int | None = None) -> landing_.LandingContext:
-        return landing_.LandingContext(self.turn, open_turn, len(self.workers) if workers is None else workers)
+        return landing_.LandingContext(self.turn, open_turn, len(self.workers) if workers is None else workers,
+                                       tuple(self.worker_modes))
 
     async def _land_now(self, build: Any) -> None:
         try:

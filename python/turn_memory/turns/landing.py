@@ -41,6 +41,8 @@ class LandingContext:
     #: the turn open while landing (the landing step belongs to it), or None between turns
     open_turn: int | None
     workers: int
+    #: how each worker started, in order ("fork", "spawn", …): landing provenance
+    modes: tuple[str, ...] = ()
 
 
 class LandingImpossible(Exception):
@@ -71,7 +73,7 @@ def _cites(node: WorkingNode, positions: list[int]) -> list[int]:
 
 
 def _marker(ctx: LandingContext, phase: Phase = "compression") -> dict[str, Any]:
-    return marker_source(phase, ctx.turn, workers=ctx.workers)
+    return marker_source(phase, ctx.turn, workers=ctx.workers, **({"workerModes": list(ctx.modes)} if ctx.modes else {}))
 
 
 def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:

@@ -1,0 +1,145 @@
+"""Issue 3 acceptance on the real DSH 0.1.0-rc.8: every completed turn is rewritten by a forked
+worker and landed; the scripted model plays both the agent and the worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import reload, text_of
+from turn_memory.host.dialect import RC8
+from turn_memory.host.surface import SessionLog
+from turn_memory.turns.markers import marker_of
+from turn_memory.turns.recovery import turn_nodes
+
+pytestmark = pytest.mark.e2e
+
+WORKER_TOOLS = {"list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", "finish_turn_compression"}
+IS_WORKER = {"tools_include": "replace_turn_nodes"}
+TASK_1 = "Please fix the parser: empty input crashes it. " * 4
+# user, runtime snapshot, assistant+call, result, assistant+call, result, answer = 7 nodes
+AGENT_TURN_1 = [
+    {"text": "Looking at the parser.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo probe-one", "description": "a"}}]},
+    {"text": "Running the tests.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo probe-two", "description": "b"}}]},
+    "Turn one done: parse() now returns [] on empty input. FIRST-DONE",
+]
+FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n7", "nodes": [
+    {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."},
+    {"role": "assistant", "content": "COMPRESSED-ASSISTANT: probed with echo; parse() returns [] on empty input."}]}}]}
+FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
+
+
+def agent_requests(fake):
+    return [r for r in fake.requests if r.kind == "turn" and not WORKER_TOOLS & set(r.tool_names)]
+
+
+def worker_requests(fake):
+    return [r for r in fake.requests if r.kind == "turn" and WORKER_TOOLS & set(r.tool_names)]
+
+
+def conversation(request) -> list[tuple[str, str]]:
+    return [(m["role"], text_of(m)) for m in request.messages if m["role"] != "system"]
+
+
+def turn1_roles(events) -> list[str]:
+    log = SessionLog(RC8, events)
+    return [log.message_of(s)["role"] for s in turn_nodes(log, 1)]
+
+
+def compression_marks(events, turn):
+    return [e["seq"] for e in events if marker_of(e) == ("compression", turn)]
+
+
+def test_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after reopening. THIRD-DONE")
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    run = home.run([TASK_1, "Second task: add a regression test.", {"measure": True}])
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert [t["reason"]["kind"] for t in run.tasks()] == ["completed", "completed"]
+
+    # the first model request of turn 2 already carries turn 1 compressed, and only that
+    first_of_turn2 = next(r for r in agent_requests(fake) if "Second task" in r.all_text())
+    convo = conversation(first_of_turn2)
+    assert convo[0][0] == "user" and convo[0][1].startswith("COMPRESSED-USER")
+    assert convo[1][0] == "assistant" and convo[1][1].startswith("COMPRESSED-ASSISTANT")
+    assert not any("Looking at the parser" in text for _, text in convo)
+    # the worker was a fork: its first request carried the raw turn, then the task
+    (first_worker, *_rest) = worker_requests(fake)
+    assert "Looking at the parser" in first_worker.all_text() and set(first_worker.tool_names) == WORKER_TOOLS
+
+    _, events = home.session_log(run.session_id)
+    reload(events)  # the whole log reloads under the host's rules
+    assert turn1_roles(events) == ["user", "assistant"]
+    assert len(compression_marks(events, 1)) == 1
+    # DSH's token meter still prices the session after the landing
+    (measure,) = [r for r in run.records if r.get("measure")]
+    assert "error" not in measure and measure["totalTokens"] > 0, measure
+    # no persisted request header of the main session lists a worker tool
+    headers = [e for e in events if e["type"] == "request/header"]
+    assert headers and not any(WORKER_TOOLS & {t["name"] for t in e["data"]["header"].get("tools", [])} for e in headers)
+
+    # a new DSH process reopens the session and continues
+    again = home.run(["Third task after reopening."], resume=run.session_id)
+    assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
+    reload(home.session_log(run.session_id)[1])
+
+
+def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
+    partial = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n3", "to": "n6", "nodes": [
+        {"role": "assistant", "content": "PARTIAL: probed twice with echo."}]}}]}
+    fake.add_rule(IS_WORKER, replies=[partial, "I will stop here without finishing."])
+    # the spawn continues from the current catalog: n1, n2, r1, n7 (n3..n6 are gone)
+    fake.add_rule(IS_WORKER, replies=[
+        {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n7", "nodes": [
+            {"role": "user", "content": "COMPRESSED-USER: fix the parser."},
+            {"role": "assistant", "content": "COMPRESSED-ASSISTANT: done."}]}}]},
+        FINISH])
+    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"workerAttempts": 1}})
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    workers = worker_requests(fake)
+    spawn_first = workers[2]
+    assert "You start fresh" in spawn_first.all_text() and "r1" in spawn_first.all_text()
+    assert "Looking at the parser." not in [text for _, text in conversation(spawn_first)]  # no inherited history
+    _, events = home.session_log(run.session_id)
+    (seq,) = compression_marks(events, 1)
+    source = events[seq]["data"]["source"]
+    assert source["workers"] == 2 and source["workerModes"] == ["fork", "spawn"]
+    assert turn1_roles(events) == ["user", "assistant"]
+    reload(events)
+
+
+def test_stopped_before_landing_then_landed_exactly_once(home, fake):
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
+    fake.add_rule(IS_WORKER, reply={"text": "slow worker", "delay_ms": 15000})  # DSH exits before it answers
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    first = home.run([TASK_1, {"sleepMs": 1500}])  # time for the engine to mark the turn pending
+    assert first.returncode == 0, (first.records, first.stderr[-2000:])
+    _, events = home.session_log(first.session_id)
+    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
+
+    second = home.run(["Second task after a restart."], resume=first.session_id)
+    assert second.returncode == 0, (second.records, second.stderr[-2000:])
+    _, events = home.session_log(first.session_id)
+    landed = compression_marks(events, 1)
+    assert len(landed) == 1 and turn1_roles(events) == ["user", "assistant"]
+    surface_after_second = SessionLog(RC8, events).nodes
+
+    third = home.run([], resume=first.session_id)
+    assert third.returncode == 0, (third.records, third.stderr[-2000:])
+    _, events = home.session_log(first.session_id)
+    assert compression_marks(events, 1) == landed  # not redone
+    assert SessionLog(RC8, events).nodes == surface_after_second  # nothing changed
+    reload(events)
+
+
+def test_a_worker_stuck_on_malformed_calls_is_stopped_and_the_turn_stays_raw(home, fake):
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
+    broken = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": "{not json"}]}
+    fake.add_rule(IS_WORKER, reply=broken, times="always")
+    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"maxWorkerRequests": 4, "workerAttempts": 2}})
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert len(worker_requests(fake)) == 8  # 2 workers x 4 requests, then the job gave up
+    _, events = home.session_log(run.session_id)
+    assert turn1_roles(events) == ["user", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert compression_marks(events, 1) == []
+    reload(events)

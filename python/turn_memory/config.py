@@ -6,16 +6,39 @@ the handshake with a clear message instead of being silently ignored.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class ManualCompactionConfig(BaseModel):
+class CompactionConfig(BaseModel):
+    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery (D-005/6/11)."""
+
     model_config = ConfigDict(extra="forbid")
-    #: complete turns kept verbatim after the checkpoint (fewer when the session is shorter)
+    #: automatic compaction at pressure (the agent/pre-step hook)
+    auto: bool = True
+    #: compact when the measured context reaches this share of the routed model's window
+    thresholdRatio: float = Field(0.8, gt=0, lt=1)
+    #: keep at least this share of the window verbatim at the tail
+    retainRatio: float = Field(0.16, ge=0, lt=1)
+    #: complete turns `/compact` keeps verbatim after the checkpoint (fewer when the session is shorter)
     retainTurns: int = Field(1, ge=0)
-    #: cap on the summary's output tokens (None: the route's default)
+    #: `workers`: segmented working checkpoint edited by forked workers (D-006);
+    #: `summary`: one summary request through DSH's llm service (cheaper, less structured)
+    method: Literal["workers", "summary"] = "workers"
+    #: token budget of one segment (a single larger turn is its own segment)
+    segmentTokens: int = Field(32000, ge=100)
+    #: consecutive workers without an accepted mutation before a segment fails
+    workerAttempts: int = Field(3, ge=1)
+    maxWorkerRequests: int = Field(32, ge=1)
+    workerTimeoutS: float = Field(900.0, gt=0)
+    #: pressure passes per pre-step before giving up on reaching the threshold
+    maxPasses: int = Field(3, ge=1)
+    #: characters of earlier working memory handed to the next segment's worker
+    handoffChars: int = Field(6000, ge=0)
+    readLimitChars: int = Field(24000, ge=1000)
+    #: output cap and timeout of the one-shot summary request (method `summary`)
     maxTokens: int | None = Field(None, ge=1)
-    #: how long one summary request may take
     llmTimeoutS: float = Field(600.0, gt=0)
 
 
@@ -38,7 +61,7 @@ class TurnConfig(BaseModel):
 
 class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    compaction: ManualCompactionConfig = Field(default_factory=ManualCompactionConfig)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     turns: TurnConfig = Field(default_factory=TurnConfig)
     #: engine -> shim call timeout for plan application and flush
     hostCallTimeoutS: float = Field(30.0, gt=0)

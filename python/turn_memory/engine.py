@@ -31,6 +31,7 @@ from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.landing.port import BridgeHostPort
 from turn_memory.turns.service import TurnService
+from turn_memory.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.engine")
 
@@ -41,7 +42,8 @@ ELIDED = ["assistant/chunk"]
 class Engine:
     def __init__(self) -> None:
         self.mirror = SessionMirror()
-        self.turns = TurnService()
+        self.workers = WorkerRegistry()
+        self.turns = TurnService(self.workers)
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
 
@@ -91,12 +93,13 @@ class Engine:
         if method == "compact.now":
             assert isinstance(params, CompactNowParams)
             session = self._session(params.sessionId)
-            return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId)
+            return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
+                               self.workers)
         if method == "compact.region":
             assert isinstance(params, CompactRegionParams)
             session = self._session(params.sessionId)
             return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                                  params.start, params.end)
+                                  params.start, params.end, self.workers)
         if method == "turn.preStep":
             assert isinstance(params, PreStepParams)
             session = self.mirror.get(params.sessionId)
@@ -105,7 +108,7 @@ class Engine:
             return self._pre_step(session, params, self._config(peer))
         if method == "worker.tool":
             assert isinstance(params, WorkerToolParams)
-            answer = self.turns.tool_call(params.jobId, params.workerId, params.tool, params.args)
+            answer = self.workers.call(params.jobId, params.workerId, params.tool, params.args)
             return WorkerToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude)
         if method == "compact.ifNeeded":
             assert isinstance(params, CompactIfNeededParams)

@@ -8,8 +8,9 @@ from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 
 CHECKPOINT_MARK = "[turn-memory checkpoint]"
-#: engine override for tests about something else: no per-turn compression workers
-NO_TURNS = {"turns": {"enabled": False}}
+#: engine override for the foundation tests: no per-turn compression workers, and `/compact`
+#: through one summary request on DSH's llm service (no session workers)
+NO_TURNS = {"turns": {"enabled": False}, "compaction": {"method": "summary", "auto": False}}
 
 
 def reload(events: list[dict[str, Any]]) -> SessionLog:

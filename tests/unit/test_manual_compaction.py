@@ -15,6 +15,7 @@ from turn_memory.compaction.selection import select_manual_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
+from turn_memory.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
 DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]
@@ -30,8 +31,11 @@ def long_log(dialect, *, turns: int, system: bool = False):
     return b.events, marks
 
 
+SUMMARY = EngineConfig.model_validate({"compaction": {"method": "summary"}})
+
+
 def run(host: FakeHost, *, config: EngineConfig | None = None, command: str | None = "cmd-1"):
-    return asyncio.run(compact_now(host.session, host, config or EngineConfig(), AGENT, command))
+    return asyncio.run(compact_now(host.session, host, config or SUMMARY, AGENT, command, WorkerRegistry()))
 
 
 def manual_code(excinfo: pytest.ExceptionInfo[RemoteError]) -> str | None:
@@ -186,11 +190,11 @@ def test_second_compaction_while_one_runs_is_busy():
             on_chunks(text_reply("SUMMARY"))
 
         host.llm_stream = slow_stream  # type: ignore[method-assign]
-        first = asyncio.create_task(compact_now(host.session, host, EngineConfig(), AGENT, None))
+        first = asyncio.create_task(compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry()))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         with pytest.raises(RemoteError) as excinfo:
-            await compact_now(host.session, host, EngineConfig(), AGENT, None)
+            await compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry())
         gate.set()
         await first
         return excinfo

@@ -14,14 +14,16 @@ from typing import Any
 from turn_memory.bridge.protocol import AgentOptions, ErrorInfo
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction import transaction as tx_
+from turn_memory.compaction.segmented import SegmentedJob, SegmentFailed
 from turn_memory.compaction.selection import Selection, select_manual_range
-from turn_memory.compaction.summarize import SummaryFailed, summarize, summary_request
+from turn_memory.compaction.summarize import SummaryFailed, route, summarize, summary_request
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.land import LandingError, PartialLanding, Plan, SpanMoved, land
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
+from turn_memory.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.compaction")
 
@@ -44,8 +46,8 @@ async def _close_abandoned(session: MirroredSession, port: HostPort) -> None:
     await land(session, port, lambda _log: Plan([{"type": "compaction/end", "data": data}], label="close abandoned"))
 
 
-async def compact_now(session: MirroredSession, port: HostPort, config: EngineConfig,
-                      agent: AgentOptions, source_command_id: str | None) -> dict[str, Any] | None:
+async def compact_now(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
+                      source_command_id: str | None, workers: WorkerRegistry) -> dict[str, Any] | None:
     if session.job_lock.locked():
         raise manual_error("busy", "turn-memory is already compacting this session")
     async with session.job_lock:
@@ -56,11 +58,11 @@ async def compact_now(session: MirroredSession, port: HostPort, config: EngineCo
         if selection is None:
             log.info("session %s: /compact found no compactable history", session.id)
             return None
-        return await run_transaction(session, port, config, agent, selection, source_command_id, turn=None)
+        return await run_transaction(session, port, config, agent, selection, source_command_id, None, workers)
 
 
 async def compact_region(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
-                         start: int, end: int) -> dict[str, Any]:
+                         start: int, end: int, workers: WorkerRegistry) -> dict[str, Any]:
     open_turn = lifecycle_state(session.log.events).open_turn
     if open_turn is None:
         raise RemoteError(ErrorInfo(code="no-open-turn",
@@ -74,12 +76,31 @@ async def compact_region(session: MirroredSession, port: HostPort, config: Engin
     if not span or not (session.log.balanced_before(span[0]) and session.log.balanced_after(span[-1])):
         raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} splits a tool call/result pair"))
     async with session.job_lock:
-        result = await run_transaction(session, port, config, agent, Selection(list(span)), None, turn=open_turn)
+        result = await run_transaction(session, port, config, agent, Selection(list(span)), None, open_turn, workers)
     return result
 
 
+async def produce_checkpoint(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
+                             selection: Selection, workers: WorkerRegistry) -> tx_.Summary:
+    """The checkpoint's content: segmented workers (default) or one summary request."""
+    if config.compaction.method == "summary":
+        instruction = render_prompt("compact-summary", {})
+        request = summary_request(session.log, selection, agent, instruction, config.compaction.maxTokens)
+        return await summarize(port, session.id, request, config.compaction.llmTimeoutS)
+    provider, model = route(session.log, agent)
+    job = SegmentedJob(session, port, config.compaction, selection)
+    workers.add(job.job_id, job)
+    try:
+        text = await job.run()
+    finally:
+        workers.remove(job.job_id)
+    block = {"type": "text", "text": text}
+    return tx_.Summary(blocks=[block], raw_output=[block], provider=provider, model=model)
+
+
 async def run_transaction(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
-                          selection: Selection, source_command_id: str | None, turn: int | None) -> dict[str, Any]:
+                          selection: Selection, source_command_id: str | None, turn: int | None,
+                          workers: WorkerRegistry) -> dict[str, Any]:
     tx = tx_.Transaction.new(source_command_id, turn)
     where = f"session {session.id} compaction {tx.compaction_id}"
     try:
@@ -89,9 +110,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     log.info("%s: folding %d surface nodes (seqs %d..%d)", where, len(selection.shadowed), selection.start, selection.end)
     code, stage_error = "summary", None
     try:
-        instruction = render_prompt("compact-summary", {})
-        request = summary_request(session.log, selection, agent, instruction, config.compaction.maxTokens)
-        summary = await summarize(port, session.id, request, config.compaction.llmTimeoutS)
+        summary = await produce_checkpoint(session, port, config, agent, selection, workers)
         shadowed = tx_.shadowed_tokens(session.log, selection)
         message = tx_.checkpoint_message(session.dialect, tx, summary)
         tx_.check_smaller(message, shadowed)
@@ -104,7 +123,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     except PartialLanding as exc:
         log.error("%s: PARTIAL COMMIT (%d events appended): %s", where, exc.appended, exc)
         raise manual_error("commit", f"compaction did not commit cleanly: {exc}") from exc
-    except (SummaryFailed, tx_.NotSmaller, PromptError) as exc:
+    except (SummaryFailed, SegmentFailed, tx_.NotSmaller, PromptError) as exc:
         code, stage_error = "summary", str(exc)
     except LandingError as exc:
         code, stage_error = ("summary" if code == "summary" else "commit"), str(exc)

@@ -28,14 +28,20 @@ def request_header(log: SessionLog) -> dict[str, Any] | None:
     return None
 
 
-def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, instruction: str,
-                    max_tokens: int | None) -> LlmRequest:
-    header = request_header(log) or {}
-    config = header.get("config") or {}
+def route(log: SessionLog, agent: AgentOptions) -> tuple[str, str]:
+    """The provider/model the session last routed a request to, else the agent's own."""
+    config = (request_header(log) or {}).get("config") or {}
     provider = config.get("provider") or agent.provider
     model = config.get("model") or agent.model
     if not provider or not model:
-        raise SummaryFailed("no provider/model to summarize with: route one request first or set the agent's model")
+        raise SummaryFailed("no provider/model to compact with: route one request first or set the agent's model")
+    return provider, model
+
+
+def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, instruction: str,
+                    max_tokens: int | None) -> LlmRequest:
+    header = request_header(log) or {}
+    provider, model = route(log, agent)
     messages = [m for seq in selection.shadowed if (m := log.message_of(seq)) is not None]
     if first_content_index(log) == 1:  # a protected system head is the prompt, not history
         head = log.message_of(log.nodes[0])

@@ -28,17 +28,10 @@ from turn_memory.turns.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.tools import FINISH, ToolError, WorkerTools, catalog, tool_specs
+from turn_memory.workers import ToolAnswer
 
 log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)
-
-
-@dataclass
-class ToolAnswer:
-    text: str
-    is_error: bool = False
-    #: the worker's turn ends here (an accepted finish)
-    conclude: bool = False
 
 
 @dataclass

@@ -15,19 +15,20 @@ from typing import Any, Callable
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.landing.port import HostPort
-from turn_memory.turns.job import ToolAnswer, TurnJob
+from turn_memory.turns.job import TurnJob
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
+from turn_memory.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.turns")
 
 
 class TurnService:
-    def __init__(self) -> None:
+    def __init__(self, workers: WorkerRegistry) -> None:
         self.queues: dict[str, TurnQueue] = {}
         #: every job of this process, queued, running or done: (session, turn) -> job
         self.jobs: dict[tuple[str, int], TurnJob] = {}
-        self._by_id: dict[str, TurnJob] = {}
+        self._workers = workers
 
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig) -> None:
@@ -54,7 +55,7 @@ class TurnService:
         if not queue.enqueue(turn):
             return False
         self.jobs[(session.id, turn)] = job
-        self._by_id[job.job_id] = job
+        self._workers.add(job.job_id, job)
         return True
 
     async def _run(self, session_id: str, turn: int) -> None:
@@ -62,7 +63,7 @@ class TurnService:
         try:
             await job.run()
         finally:
-            self._by_id.pop(job.job_id, None)
+            self._workers.remove(job.job_id)
             if not job.finished:
                 self.queues[session_id].forget(turn)  # a later recovery may retry it
 
@@ -82,12 +83,6 @@ class TurnService:
         for (sid, t), job in sorted(self.jobs.items()):
             if sid == session.id and t < turn and job.ready.is_set() and job.finished and not job.landed.is_set():
                 await job.land_in_prestep(turn)
-
-    def tool_call(self, job_id: str, worker_id: str, name: str, args: Any) -> ToolAnswer:
-        job = self._by_id.get(job_id)
-        if job is None:
-            return ToolAnswer("this compression job is over; stop now", is_error=True, conclude=True)
-        return job.tool_call(worker_id, name, args)
 
     async def barrier(self, session_id: str, timeout: float | None = None) -> bool:
         queue = self.queues.get(session_id)

@@ -1,0 +1,181 @@
+"""The segmented working-checkpoint job (design D-006, D-011).
+
+The selected span is split into segments of complete turns. Workers process them in order,
+each editing the host-owned working checkpoint through the session tools: a fork of the
+parent first (it has the history in context), then fresh spawns that get the segment's
+text in their prompt. Each segment has its own budget of consecutive workers without an
+accepted mutation; progress resets it. Nothing touches the session here: the finished
+checkpoint is returned for the caller's single transaction.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from turn_memory.compaction.memory import SessionMemoryEditor
+from turn_memory.compaction.segments import Segment, split_segments
+from turn_memory.compaction.selection import Selection
+from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError, tool_specs
+from turn_memory.config import CompactionConfig
+from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_message
+from turn_memory.host.turns import node_origins, surface_units
+from turn_memory.landing.port import HostPort
+from turn_memory.prompts import PromptError, render_prompt
+from turn_memory.turns.nodes import render_blocks
+from turn_memory.workers import ToolAnswer
+
+log = logging.getLogger("turn_memory.compaction")
+_ids = itertools.count(1)
+_role_label = {"user": "User", "assistant": "Assistant"}
+
+
+class SegmentFailed(Exception):
+    pass
+
+
+def source_nodes(log_: SessionLog, segment: Segment) -> list[SourceNode]:
+    out = []
+    for k, seq in enumerate(segment.seqs, start=1):
+        message = log_.message_of(seq) or {"role": "user", "content": []}
+        text, _images, _ = render_blocks(message.get("content") or [])
+        role = message.get("role", "user")
+        out.append(SourceNode(f"S{segment.index}.{k}", "tool" if role == "tool" or _is_tool(log_, seq) else role, text))
+    return out
+
+
+def _is_tool(log_: SessionLog, seq: int) -> bool:
+    return log_.events[seq]["type"] == "tool/result"
+
+
+def image_refs(log_: SessionLog, seqs: list[int]) -> list[str]:
+    refs: dict[str, None] = {}
+    for seq in seqs:
+        message = log_.message_of(seq)
+        if message is not None:
+            for ref in render_blocks(message.get("content") or [])[1]:
+                refs.setdefault(ref)
+    return list(refs)
+
+
+def render_transcript(editor: SessionMemoryEditor) -> str:
+    """The checkpoint body: the working memory as a chronological structured transcript."""
+    return "\n\n".join(f"{_role_label[n.role]}: {n.text.strip()}" for n in editor.nodes)
+
+
+@dataclass
+class SegmentedJob:
+    session: MirroredSession
+    port: HostPort
+    config: CompactionConfig
+    selection: Selection
+    job_id: str = ""
+    segments: list[Segment] = field(default_factory=list)
+    editor: SessionMemoryEditor | None = None
+    tools: SessionTools | None = None
+    current_worker: str | None = None
+    worker_modes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.job_id = self.job_id or f"compaction:{self.session.id}:{next(_ids)}"
+
+    @property
+    def where(self) -> str:
+        return f"session {self.session.id} compaction job {self.job_id.rsplit(':', 1)[-1]}"
+
+    def prepare(self) -> None:
+        log_ = self.session.log
+        nodes = log_.nodes
+        first = nodes.index(self.selection.start)
+        span_nodes = nodes[first:first + len(self.selection.shadowed)]
+        units = surface_units(span_nodes, node_origins(log_.events, log_.dialect))
+        tokens = {s: estimate_message(m) for s in span_nodes if (m := log_.message_of(s)) is not None}
+        self.segments = split_segments(span_nodes, units, tokens, self.config.segmentTokens)
+        self.editor = SessionMemoryEditor(len(self.segments))
+        sources = {seg.index: source_nodes(log_, seg) for seg in self.segments}
+        self.tools = SessionTools(self.editor, self.segments, sources, assigned=1,
+                                  read_limit_chars=self.config.readLimitChars)
+
+    async def run(self) -> str:
+        """Process every segment; returns the checkpoint transcript (raises SegmentFailed)."""
+        self.prepare()
+        assert self.tools is not None and self.editor is not None
+        log.info("%s: %d segment(s) over %d surface nodes", self.where, len(self.segments), len(self.selection.shadowed))
+        for segment in self.segments:
+            await self._segment(segment)
+        missing = [ref for ref in image_refs(self.session.log, self.selection.shadowed)
+                   if not any(f'ref="{ref}"' in n.text for n in self.editor.nodes)]
+        if missing:
+            raise SegmentFailed(f"the checkpoint dropped image references: {', '.join(missing)}")
+        return render_transcript(self.editor)
+
+    async def _segment(self, segment: Segment) -> None:
+        assert self.tools is not None and self.editor is not None
+        self.tools.assigned = segment.index
+        no_progress = 0
+        attempt = 0
+        while no_progress < self.config.workerAttempts:
+            mode = "fork" if attempt == 0 else "spawn"
+            attempt += 1
+            worker_id = f"c{next(_ids)}"
+            self.worker_modes.append(mode)
+            revision = self.editor.revision
+            try:
+                prompt = self._prompt(segment, mode)
+            except PromptError as exc:
+                raise SegmentFailed(f"prompt: {exc}") from exc
+            self.current_worker = worker_id
+            try:
+                outcome: Any = await self.port.run_worker(self.session.id, {
+                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
+                    "persona": render_prompt("session-worker-system", {}), "tools": tool_specs(),
+                    "maxRequests": self.config.maxWorkerRequests, "label": f"turn-memory compaction {segment.id}",
+                }, self.config.workerTimeoutS)
+            except Exception as exc:
+                outcome = {"stop": "error", "detail": str(exc)}
+            finally:
+                self.current_worker = None
+            if segment.index in self.tools.finished:
+                log.info("%s: %s done by worker %d (%s)", self.where, segment.id, attempt, mode)
+                return
+            progressed = self.editor.revision > revision
+            no_progress = 0 if progressed else no_progress + 1
+            log.info("%s: %s worker %s (%s) ended without a finish (%s); %s", self.where, segment.id, worker_id, mode,
+                     outcome.get("stop") if isinstance(outcome, dict) else outcome,
+                     "progress, continuing" if progressed else f"no progress ({no_progress}/{self.config.workerAttempts})")
+        raise SegmentFailed(f"{segment.id}: {self.config.workerAttempts} consecutive workers made no progress")
+
+    def _prompt(self, segment: Segment, mode: str) -> str:
+        assert self.tools is not None and self.editor is not None
+        spawn = mode == "spawn"
+        sources = self.tools.sources[segment.index]
+        if spawn:  # a fresh worker has no history in context: give it the segment's text
+            body = "\n\n".join(f"### {n.id} · {n.role}\n{n.text}" for n in sources)
+            if len(body) > self.config.readLimitChars:
+                body = body[: self.config.readLimitChars] + "\n[… more: read_session_source with offset]"
+        else:
+            body = self.tools.source_catalog(segment.index)
+        earlier = [n for n in self.editor.nodes if n.placeholder is None]
+        handoff = "\n\n".join(f"{_role_label[n.role]} ({n.id}): {n.text}" for n in earlier)
+        if len(handoff) > self.config.handoffChars:  # the recent causal tail matters most
+            handoff = "…" + handoff[-self.config.handoffChars:]
+        return render_prompt(
+            "session-compaction",
+            {"segment_count": str(len(self.segments)), "segment": str(segment.index),
+             "revision": str(self.editor.revision), "segments": self.tools.segment_catalog(),
+             "sources": body, "handoff": handoff},
+            {"spawn": spawn, "handoff": bool(handoff)},
+        )
+
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
+        if self.tools is None or worker_id != self.current_worker:
+            return ToolAnswer("this worker is no longer active; stop now", is_error=True, conclude=True)
+        try:
+            text = self.tools.call(name, args)
+        except ToolError as exc:
+            return ToolAnswer(str(exc), is_error=True)
+        return ToolAnswer(text, conclude=name == FINISH)

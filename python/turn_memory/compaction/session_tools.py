@@ -1,0 +1,265 @@
+"""The six session-compaction worker tools over a SessionMemoryEditor (design D-006). Pure.
+
+Two-level catalogs keep each answer small on a 1M-token session: the segment list, then the
+assigned segment's source nodes (`S2.1`, `S2.2`…); the working checkpoint is read in pages
+and searched. Every invalid call returns a clear ToolError and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
+from turn_memory.compaction.segments import Segment
+from turn_memory.prompts import prompt_sections
+
+FINISH = "finish_session_segment"
+TOOL_NAMES = ("list_session_segments", "read_session_source", "read_session_memory", "search_session_memory",
+              "replace_session_memory", FINISH)
+
+
+class ToolError(Exception):
+    pass
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListArgs(_Args):
+    pass
+
+
+class _Selection(_Args):
+    ids: list[str] | None = None
+    from_: str | None = Field(None, alias="from")
+    to: str | None = None
+    offset: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> "_Selection":
+        if self.ids is not None and self.from_ is not None:
+            raise ValueError("give ids or from/to, not both")
+        if self.to is not None and self.from_ is None:
+            raise ValueError("to needs from")
+        return self
+
+
+class ReadSourceArgs(_Selection):
+    segment: str | None = None
+
+
+class ReadMemoryArgs(_Selection):
+    pass
+
+
+class SearchArgs(_Args):
+    query: str = Field(min_length=1)
+    limit: int = Field(10, ge=1, le=50)
+
+
+class NodeArg(_Args):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class ReplaceArgs(_Args):
+    expected_revision: int
+    from_: str = Field(alias="from")
+    to: str | None = None
+    nodes: list[NodeArg] = Field(min_length=1)
+
+
+class FinishArgs(_Args):
+    pass
+
+
+_SELECTION = {"ids": {"type": "array", "items": {"type": "string"}}, "from": {"type": "string"},
+              "to": {"type": "string"}, "offset": {"type": "integer"}}
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "list_session_segments": {"type": "object", "properties": {}, "additionalProperties": False},
+    "read_session_source": {"type": "object", "properties": {"segment": {"type": "string"}, **_SELECTION},
+                            "additionalProperties": False},
+    "read_session_memory": {"type": "object", "properties": dict(_SELECTION), "additionalProperties": False},
+    "search_session_memory": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+                              "required": ["query"], "additionalProperties": False},
+    "replace_session_memory": {
+        "type": "object",
+        "properties": {
+            "expected_revision": {"type": "integer"},
+            "from": {"type": "string"},
+            "to": {"type": "string"},
+            "nodes": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"role": {"type": "string", "enum": ["user", "assistant"]}, "content": {"type": "string"}},
+                "required": ["role", "content"], "additionalProperties": False}},
+        },
+        "required": ["expected_revision", "from", "nodes"],
+        "additionalProperties": False,
+    },
+    FINISH: {"type": "object", "properties": {}, "additionalProperties": False},
+}
+
+
+def tool_specs() -> list[dict[str, Any]]:
+    descriptions = prompt_sections("session-worker-tools")
+    return [{"name": n, "description": descriptions[n].strip(), "parameters": _SCHEMAS[n]} for n in TOOL_NAMES]
+
+
+def _parse(model: type[_Args], args: Any) -> Any:
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError as exc:
+            raise ToolError(f"arguments are not valid JSON: {exc}") from None
+    try:
+        return model.model_validate(args or {})
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
+        raise ToolError(f"invalid arguments: {details}") from None
+
+
+def _preview(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass
+class SourceNode:
+    id: str
+    role: str
+    text: str
+
+
+@dataclass
+class SessionTools:
+    editor: SessionMemoryEditor
+    segments: list[Segment]
+    #: per segment index: its source nodes, in order
+    sources: dict[int, list[SourceNode]]
+    assigned: int
+    read_limit_chars: int = 24000
+    finished: set[int] = field(default_factory=set)
+
+    def call(self, name: str, args: Any) -> str:
+        if name == "list_session_segments":
+            _parse(ListArgs, args)
+            return self.segment_catalog()
+        if name == "read_session_source":
+            return self._read_source(_parse(ReadSourceArgs, args))
+        if name == "read_session_memory":
+            return self._read_memory(_parse(ReadMemoryArgs, args))
+        if name == "search_session_memory":
+            return self._search(_parse(SearchArgs, args))
+        if name == "replace_session_memory":
+            return self._replace(_parse(ReplaceArgs, args))
+        if name == FINISH:
+            _parse(FinishArgs, args)
+            if not self.editor.segment_done(self.assigned):
+                raise ToolError(f"segment S{self.assigned} is not covered yet: replace its placeholder "
+                                f"P{self.assigned} with memory nodes first")
+            self.finished.add(self.assigned)
+            return f"Segment S{self.assigned} accepted. Your work is done."
+        raise ToolError(f"unknown tool {name}")
+
+    # -- catalogs ----------------------------------------------------------------------
+    def segment_catalog(self) -> str:
+        lines = [f"{len(self.segments)} segments; working checkpoint at revision {self.editor.revision}; "
+                 f"you are assigned S{self.assigned}."]
+        for seg in self.segments:
+            status = ("done" if self.editor.segment_done(seg.index) else
+                      "assigned to you" if seg.index == self.assigned else "pending")
+            nodes = self.sources[seg.index]
+            turns = f"turns {seg.turns[0]}-{seg.turns[-1]}" if seg.turns else "no complete turn"
+            lines.append(f"- {seg.id} · {turns} · {len(nodes)} nodes · ~{seg.tokens} tokens · {status} · "
+                         f"first: {_preview(nodes[0].text, 60)} · last: {_preview(nodes[-1].text, 60)}")
+        return "\n".join(lines)
+
+    def source_catalog(self, segment: int) -> str:
+        return "\n".join(f"- {n.id} · {n.role} · {_preview(n.text)}" for n in self.sources[segment])
+
+    def memory_catalog(self, nodes: list[MemoryNode] | None = None) -> str:
+        nodes = self.editor.nodes if nodes is None else nodes
+        lines = [f"Working checkpoint, revision {self.editor.revision}:"]
+        for n in nodes:
+            prov = ",".join(f"S{s}" for s in sorted(n.segments))
+            lines.append(f"- {n.id} · {n.role} · from {prov}{' · placeholder' if n.placeholder else ''} · {_preview(n.text)}")
+        return "\n".join(lines)
+
+    # -- reads -------------------------------------------------------------------------
+    def _page(self, body: str, offset: int) -> str:
+        if offset > len(body):
+            raise ToolError(f"offset {offset} is past the end ({len(body)} characters)")
+        page = body[offset: offset + self.read_limit_chars]
+        end = offset + len(page)
+        if end < len(body):
+            page += f"\n\n[truncated at character {end} of {len(body)}; repeat the call with offset={end}]"
+        return page
+
+    def _segment_index(self, name: str | None) -> int:
+        if name is None:
+            return self.assigned
+        try:
+            index = int(name.lstrip("Ss"))
+        except ValueError:
+            raise ToolError(f"unknown segment {name!r}") from None
+        if index not in self.sources:
+            raise ToolError(f"unknown segment {name!r}; segments are S1..S{len(self.segments)}")
+        return index
+
+    def _read_source(self, args: ReadSourceArgs) -> str:
+        nodes = self.sources[self._segment_index(args.segment)]
+        ids = [n.id for n in nodes]
+        if args.ids is not None:
+            unknown = [i for i in args.ids if i not in ids]
+            if unknown:
+                raise ToolError(f"unknown source ids {unknown}; this segment has {ids[0]}..{ids[-1]}")
+            picked = [n for n in nodes if n.id in set(args.ids)]
+        elif args.from_ is not None:
+            if args.from_ not in ids or (args.to is not None and args.to not in ids):
+                raise ToolError(f"unknown range; this segment has {ids[0]}..{ids[-1]}")
+            i, j = ids.index(args.from_), ids.index(args.to or args.from_)
+            if j < i:
+                raise ToolError("range runs backwards")
+            picked = nodes[i:j + 1]
+        else:
+            picked = nodes
+        return self._page("\n\n".join(f"### {n.id} · {n.role}\n{n.text}" for n in picked), args.offset)
+
+    def _read_memory(self, args: ReadMemoryArgs) -> str:
+        try:
+            if args.ids is not None:
+                picked = [self.editor.nodes[self.editor.index_of(i)] for i in dict.fromkeys(args.ids)]
+            elif args.from_ is not None:
+                i, j = self.editor.resolve(args.from_, args.to)
+                picked = self.editor.nodes[i:j + 1]
+            else:  # no selection: the paged catalog
+                return self._page(self.memory_catalog(), args.offset)
+        except MemoryEditError as exc:
+            raise ToolError(str(exc)) from None
+        return self._page("\n\n".join(f"### {n.id} · {n.role}\n{n.text}" for n in picked), args.offset)
+
+    def _search(self, args: SearchArgs) -> str:
+        terms = args.query.lower().split()
+        hits = [n for n in self.editor.nodes if all(t in n.text.lower() for t in terms)]
+        if not hits:
+            return f"No memory node contains all of: {', '.join(terms)}."
+        out = []
+        for n in hits[: args.limit]:
+            at = n.text.lower().find(terms[0])
+            out.append(f"- {n.id} · {n.role} · …{_preview(n.text[max(0, at - 60): at + 160], 220)}")
+        more = f"\n({len(hits) - args.limit} more)" if len(hits) > args.limit else ""
+        return "\n".join(out) + more
+
+    def _replace(self, args: ReplaceArgs) -> str:
+        try:
+            new_ids = self.editor.replace(self.assigned, args.expected_revision, args.from_, args.to,
+                                          [(n.role, n.content) for n in args.nodes])
+        except MemoryEditError as exc:
+            raise ToolError(str(exc)) from None
+        return (f"Accepted at revision {self.editor.revision}: created {', '.join(new_ids)}.\n"
+                + self.memory_catalog(self.editor.neighbourhood(new_ids)))

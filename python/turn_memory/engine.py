@@ -17,6 +17,7 @@ from turn_memory.bridge.protocol import (
     ErrorInfo,
     HelloParams,
     HelloResult,
+    OverflowParams,
     PingParams,
     PreStepParams,
     SessionClosedParams,
@@ -26,6 +27,7 @@ from turn_memory.bridge.protocol import (
 )
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.manual import compact_now, compact_region
+from turn_memory.compaction.service import CompactionService
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
@@ -44,6 +46,7 @@ class Engine:
         self.mirror = SessionMirror()
         self.workers = WorkerRegistry()
         self.turns = TurnService(self.workers)
+        self.compaction = CompactionService(self.workers)
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
 
@@ -112,12 +115,28 @@ class Engine:
             return WorkerToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude)
         if method == "compact.ifNeeded":
             assert isinstance(params, CompactIfNeededParams)
-            return None  # pressure policy: not yet (the shim treats null as "nothing to do")
+            session = self._session(params.sessionId)
+            port = self._port(peer)
+            return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
+                                             params.agentOptions)
+        if method == "compact.overflow":
+            assert isinstance(params, OverflowParams)
+            session = self._session(params.sessionId)
+            return self._overflow(session, params, peer)
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> dict[str, Any]:
         await self.turns.pre_step(session, params.turn, params.step, config)
+        # never read the surface while a turn rewrite may still replace part of it (D-005)
+        if config.compaction.auto and await self.turns.barrier(session.id, config.turns.landingWaitS):
+            port = self._port(session.peer)
+            await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions)
         return {}
+
+    async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
+        retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),
+                                               params.agentOptions)
+        return {"retry": retry}
 
     # -- helpers -----------------------------------------------------------------------
     def _session(self, session_id: str) -> MirroredSession:

@@ -22,6 +22,7 @@ export class HostOps {
       case 'session.flush': return this.flush(params);
       case 'session.resync': return this.resync(params);
       case 'worker.run': return this.workers.run(params, io);
+      case 'session.measure': return this.measure(params);
       default: throw Object.assign(new Error(`unknown host operation ${method}`), { code: 'unknown-method' });
     }
   }
@@ -84,6 +85,16 @@ export class HostOps {
     }
     send();
     return { result: {} };
+  }
+
+  measure({ sessionId }) {
+    try {
+      const m = this.ctx.get('tokenMeter')?.measure(this.#session(sessionId));
+      if (!m) return { result: { error: 'no token meter in this profile' } };
+      return { result: { totalTokens: m.totalTokens, nodes: m.nodes.map(({ seq, tokens }) => ({ seq, tokens })) } };
+    } catch (error) {
+      return { result: { error: String(error?.message ?? error) } };
+    }
   }
 
   async flush({ sessionId }) {

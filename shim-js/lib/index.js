@@ -123,8 +123,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
       if (this.bridge.ready && this.mirror.entry(agent.session.id)?.agent === agent && !signal.aborted) {
         try {
           // the engine may land the previous turn's compression here, before this step starts
-          await this._call('turn.preStep', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
-            { timeoutMs: this._preStepTimeoutMs, signal });
+          await this._call('turn.preStep', {
+            sessionId: agent.session.id, logLength: agent.session.seq, turn, step, agentOptions: this._agentOptions(agent),
+          }, { timeoutMs: this._preStepTimeoutMs, signal });
         } catch (error) {
           this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
         }

@@ -91,6 +91,7 @@ class PreStepParams(_Model):
     logLength: int
     turn: int
     step: int
+    agentOptions: AgentOptions = Field(default_factory=AgentOptions)
 
 
 class WorkerToolParams(_Model):
@@ -108,6 +109,15 @@ class WorkerToolResult(_Model):
     isError: bool = False
     #: the worker's turn ends with this result (an accepted finish)
     conclude: bool = False
+
+
+class OverflowParams(_Model):
+    """The provider reported CONTEXT_WINDOW_EXCEEDED for a request of `turn`."""
+
+    sessionId: str
+    logLength: int
+    turn: int
+    agentOptions: AgentOptions = Field(default_factory=AgentOptions)
 
 
 class PingParams(_Model):
@@ -214,6 +224,12 @@ class WorkerRunResult(_Model):
     detail: str | None = None
 
 
+class MeasureParams(_Model):
+    """DSH's token meter over a session: {totalTokens, nodes: [{seq, tokens}]} or {error}."""
+
+    sessionId: str
+
+
 class FlushParams(_Model):
     sessionId: str
 
@@ -299,6 +315,7 @@ ShimMessage = Annotated[
         _call("compact.ifNeeded", CompactIfNeededParams),
         _call("turn.preStep", PreStepParams),
         _call("worker.tool", WorkerToolParams),
+        _call("compact.overflow", OverflowParams),
         _notify("session.events", SessionEventsParams),
         _notify("session.closed", SessionClosedParams),
         Annotated[Reply, Tag("reply")],
@@ -317,6 +334,7 @@ ENGINE_CALLS: dict[str, type[BaseModel]] = {
     "session.flush": FlushParams,
     "session.resync": ResyncParams,
     "worker.run": WorkerRunParams,
+    "session.measure": MeasureParams,
 }
 
 

@@ -15,6 +15,7 @@ from turn_memory.bridge.protocol import (
     Expectation,
     FlushParams,
     LlmRequest,
+    MeasureParams,
     LlmStreamParams,
     ResyncParams,
     WorkerRunParams,
@@ -32,6 +33,8 @@ class HostPort(Protocol):
     async def resync(self, session_id: str) -> None: ...
 
     async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+
+    async def measure(self, session_id: str) -> dict[str, Any]: ...
 
 
 class BridgeHostPort:
@@ -62,3 +65,8 @@ class BridgeHostPort:
         result = await self._server.call(self._peer, "worker.run", WorkerRunParams(sessionId=session_id, **spec),
                                          timeout=timeout)
         return result if isinstance(result, dict) else {"stop": str(result)}
+
+    async def measure(self, session_id: str) -> dict[str, Any]:
+        result = await self._server.call(self._peer, "session.measure", MeasureParams(sessionId=session_id),
+                                         timeout=self._timeout)
+        return result if isinstance(result, dict) else {"error": "no measurement"}

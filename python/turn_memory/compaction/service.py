@@ -1,0 +1,187 @@
+"""Automatic session compaction: pressure in the pre-step, one-shot overflow recovery (D-005, D-011).
+
+Pressure runs before a step of a user session's open turn, after that turn's landing and a
+bounded wait for the session's turn-rewrite barrier. A cheap estimate (the last provider
+usage plus what was appended since) gates the full measure, which comes from DSH's own
+token meter; if the meter refuses the session, the engine prices the canonical surface with
+the same heuristic instead. Passes repeat while still over the threshold, bounded; a
+result that does not shrink is never committed.
+
+Overflow: the first CONTEXT_WINDOW_EXCEEDED of a turn runs one compaction and asks DSH to
+replay the request once, only if the surface actually changed; a second overflow in the
+same turn keeps the provider error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from turn_memory.bridge.protocol import AgentOptions
+from turn_memory.bridge.server import RemoteError
+from turn_memory.compaction.manual import run_transaction
+from turn_memory.compaction.policy import Pressure, select_pressure_range
+from turn_memory.config import EngineConfig
+from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_message, js_len
+from turn_memory.host.turns import lifecycle_state
+from turn_memory.landing.port import HostPort
+from turn_memory.workers import WorkerRegistry
+
+log = logging.getLogger("turn_memory.compaction")
+
+#: the cheap estimate must reach this share of the threshold before a full measure
+CHEAP_MARGIN = 0.9
+
+
+@dataclass(frozen=True)
+class Measure:
+    tokens: int
+    nodes: dict[int, int]
+    source: str  # "meter" | "surface"
+
+
+def context_window(log_: SessionLog) -> int | None:
+    for event in reversed(log_.events):
+        if event["type"] == "request/context":
+            return (event.get("data") or {}).get("contextWindow")
+    return None
+
+
+def _header_tokens(log_: SessionLog) -> int:
+    for event in reversed(log_.events):
+        if event["type"] == "request/header":
+            header = (event.get("data") or {}).get("header") or {}
+            system = js_len(header.get("system") or "") // 4 + 4 if header.get("system") else 0
+            tools = js_len(json.dumps(header.get("tools"), separators=(",", ":"))) // 4 + 4 if header.get("tools") else 0
+            return system + tools
+    return 0
+
+
+def surface_prices(log_: SessionLog) -> dict[int, int]:
+    return {s: estimate_message(m) for s in log_.nodes if (m := log_.message_of(s)) is not None}
+
+
+def surface_measure(log_: SessionLog) -> Measure:
+    """The canonical surface priced with the meter's heuristic, plus the request envelope."""
+    nodes = surface_prices(log_)
+    return Measure(sum(nodes.values()) + _header_tokens(log_), nodes, "surface")
+
+
+def cheap_estimate(log_: SessionLog) -> int:
+    """Last provider-reported prompt size plus the surface appended after it (no full pass)."""
+    events = log_.events
+    nodes = log_.nodes
+    for event in reversed(events):
+        usage = (event.get("data") or {}).get("usage") if event["type"] == "assistant/message" else None
+        if usage:
+            base = usage.get("inputTokens", 0) + usage.get("cacheReadTokens", 0) + usage.get("cacheWriteTokens", 0) \
+                + usage.get("outputTokens", 0)
+            after = 0
+            for seq in reversed(nodes):
+                if seq <= event["seq"]:
+                    break
+                if (m := log_.message_of(seq)) is not None:
+                    after += estimate_message(m)
+            return base + after
+    return surface_measure(log_).tokens
+
+
+Measurer = Callable[[str], Awaitable[dict[str, Any]]]
+
+
+class CompactionService:
+    def __init__(self, workers: WorkerRegistry) -> None:
+        self._workers = workers
+        #: (session, turn) pairs whose one overflow recovery was used
+        self._overflowed: set[tuple[str, int]] = set()
+
+    async def measure(self, session: MirroredSession, measurer: Measurer) -> Measure:
+        try:
+            result = await measurer(session.id)
+        except Exception as exc:
+            result = {"error": str(exc)}
+        if result.get("error") is None and "totalTokens" in result:
+            return Measure(int(result["totalTokens"]), {n["seq"]: n["tokens"] for n in result.get("nodes", [])}, "meter")
+        # e.g. the meter rejecting a session it cannot price: price the surface ourselves
+        log.warning("session %s: token meter unavailable (%s); pricing the canonical surface", session.id,
+                    result.get("error"))
+        return surface_measure(session.log)
+
+    async def pre_step(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
+                       measurer: Measurer, agent: AgentOptions) -> None:
+        cfg = config.compaction
+        if not cfg.auto or not session.is_user_session or session.job_lock.locked():
+            return
+        window = context_window(session.log)
+        if not window:
+            return  # no routed request yet: nothing to measure against
+        threshold = int(window * cfg.thresholdRatio)
+        for attempt in range(cfg.maxPasses):
+            if cheap_estimate(session.log) < CHEAP_MARGIN * threshold:
+                return
+            measured = await self.measure(session, measurer)
+            pressure = Pressure(measured.tokens, window, cfg.thresholdRatio)
+            if not pressure.over:
+                return
+            selection = select_pressure_range(session.log, measured.nodes, int(window * cfg.retainRatio))
+            if selection is None:
+                log.warning("session %s turn %d: at %d/%d tokens but nothing compactable outside the retained tail",
+                            session.id, turn, pressure.tokens, window)
+                return
+            log.info("session %s turn %d: pressure %d/%d tokens (%s) >= %.0f%%; compacting %d nodes (pass %d)",
+                     session.id, turn, pressure.tokens, window, measured.source, cfg.thresholdRatio * 100,
+                     len(selection.shadowed), attempt + 1)
+            if await self._compact(session, port, config, agent, selection, turn) is None:
+                return
+
+    async def overflow(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
+                       agent: AgentOptions) -> bool:
+        """Recover from a provider overflow once per turn; True when the request should be replayed."""
+        key = (session.id, turn)
+        if key in self._overflowed:
+            log.warning("session %s turn %d: second context overflow; keeping the provider error", session.id, turn)
+            return False
+        self._overflowed.add(key)
+        if not session.is_user_session or session.job_lock.locked():
+            return False
+        generation = session.log.replace_generation
+        selection = select_pressure_range(session.log, surface_prices(session.log), 0)
+        if selection is None:
+            log.warning("session %s turn %d: context overflow but nothing to compact", session.id, turn)
+            return False
+        log.info("session %s turn %d: context overflow; compacting %d nodes, then replaying once", session.id, turn,
+                 len(selection.shadowed))
+        await self._compact(session, port, config, agent, selection, turn)
+        return session.log.replace_generation > generation
+
+    async def _compact(self, session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
+                       selection: Any, turn: int) -> dict[str, Any] | None:
+        """One automatic transaction owned by the open `turn`; its result, or None."""
+        if lifecycle_state(session.log.events).open_turn != turn:
+            return None
+        try:
+            async with session.job_lock:
+                return await run_transaction(session, port, config, agent, selection, None, turn, self._workers)
+        except RemoteError as exc:  # closed cleanly with the error; the turn goes on
+            log.warning("session %s turn %d: automatic compaction failed: %s", session.id, turn, exc.info.message)
+            return None
+
+    async def if_needed(self, session: MirroredSession, trigger: str, config: EngineConfig, port: HostPort,
+                        measurer: Measurer, agent: AgentOptions) -> dict[str, Any] | None:
+        """DSH's compactIfNeeded seam: one pass of the same policy, returning its result."""
+        turn = lifecycle_state(session.log.events).open_turn
+        if turn is None or not session.is_user_session or session.job_lock.locked():
+            return None
+        if trigger == "context-overflow":
+            selection = select_pressure_range(session.log, surface_prices(session.log), 0)
+        else:
+            window = context_window(session.log)
+            measured = await self.measure(session, measurer) if window else None
+            if not window or measured is None or not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
+                return None
+            selection = select_pressure_range(session.log, measured.nodes, int(window * config.compaction.retainRatio))
+        return None if selection is None else await self._compact(session, port, config, agent, selection, turn)

@@ -132,6 +132,21 @@ export default class TurnMemoryEngine extends CompactionEngine {
       }
       return next();
     });
+    ctx.on('agent/request-error', async (payload, next) => {
+      const { agent, turn, failure, signal } = payload;
+      if (failure?.code !== 'CONTEXT_WINDOW_EXCEEDED' || signal?.aborted || !this.bridge.ready
+        || this.mirror.entry(agent.session.id)?.agent !== agent) return next();
+      try {
+        // the engine compacts once per turn and says whether the request is worth replaying
+        const answer = await this._call('compact.overflow', {
+          sessionId: agent.session.id, logLength: agent.session.seq, turn, agentOptions: this._agentOptions(agent),
+        }, { timeoutMs: this.settings.manualTimeoutMs, signal });
+        if (answer?.retry) return { kind: 'retry' };
+      } catch (error) {
+        this.ctx.logger.warn(`turn-memory overflow recovery skipped: ${error.message}`);
+      }
+      return next();
+    });
     ctx.on('agent/disposed', ({ agent }) => this.mirror.untrack(agent));
     ctx.on('session/event', (session, event) => this.mirror.onEvent(session, event));
     ctx.effect(() => {

@@ -33,8 +33,13 @@ from turn_memory.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.compaction")
 
-#: the cheap estimate must reach this share of the threshold before a full measure
+#: the cheap estimate (last measure + appended since) must reach this share of the
+#: threshold before the O(surface) full measure runs again
 CHEAP_MARGIN = 0.9
+#: after pressure could not be relieved (a failed job, or passes that stayed over the
+#: threshold), wait until the session grows by this share of the window before retrying:
+#: never a compaction on every step
+RETRY_GROWTH = 0.05
 
 
 @dataclass(frozen=True)
@@ -71,23 +76,24 @@ def surface_measure(log_: SessionLog) -> Measure:
     return Measure(sum(nodes.values()) + _header_tokens(log_), nodes, "surface")
 
 
-def cheap_estimate(log_: SessionLog) -> int:
-    """Last provider-reported prompt size plus the surface appended after it (no full pass)."""
-    events = log_.events
-    nodes = log_.nodes
-    for event in reversed(events):
-        usage = (event.get("data") or {}).get("usage") if event["type"] == "assistant/message" else None
-        if usage:
-            base = usage.get("inputTokens", 0) + usage.get("cacheReadTokens", 0) + usage.get("cacheWriteTokens", 0) \
-                + usage.get("outputTokens", 0)
-            after = 0
-            for seq in reversed(nodes):
-                if seq <= event["seq"]:
-                    break
-                if (m := log_.message_of(seq)) is not None:
-                    after += estimate_message(m)
-            return base + after
-    return surface_measure(log_).tokens
+@dataclass(frozen=True)
+class LastMeasure:
+    log_length: int
+    tokens: int
+    replace_generation: int
+
+
+def cheap_estimate(log_: SessionLog, last: LastMeasure | None) -> int | None:
+    """The last full measure plus what was appended since (no full pass); None when stale."""
+    if last is None or last.replace_generation != log_.replace_generation:
+        return None
+    added = 0
+    for seq in reversed(log_.nodes):
+        if seq < last.log_length:
+            break
+        if (m := log_.message_of(seq)) is not None:
+            added += estimate_message(m)
+    return last.tokens + added
 
 
 Measurer = Callable[[str], Awaitable[dict[str, Any]]]
@@ -98,18 +104,25 @@ class CompactionService:
         self._workers = workers
         #: (session, turn) pairs whose one overflow recovery was used
         self._overflowed: set[tuple[str, int]] = set()
+        self._last: dict[str, LastMeasure] = {}
+        #: session -> measured tokens when pressure last could not be relieved
+        self._floor: dict[str, int] = {}
 
     async def measure(self, session: MirroredSession, measurer: Measurer) -> Measure:
+        length, generation = len(session.log), session.log.replace_generation
         try:
             result = await measurer(session.id)
         except Exception as exc:
             result = {"error": str(exc)}
         if result.get("error") is None and "totalTokens" in result:
-            return Measure(int(result["totalTokens"]), {n["seq"]: n["tokens"] for n in result.get("nodes", [])}, "meter")
-        # e.g. the meter rejecting a session it cannot price: price the surface ourselves
-        log.warning("session %s: token meter unavailable (%s); pricing the canonical surface", session.id,
-                    result.get("error"))
-        return surface_measure(session.log)
+            measured = Measure(int(result["totalTokens"]), {n["seq"]: n["tokens"] for n in result.get("nodes", [])}, "meter")
+        else:
+            # e.g. the meter refusing a session it cannot price: price the surface ourselves
+            log.warning("session %s: token meter unavailable (%s); pricing the canonical surface", session.id,
+                        result.get("error"))
+            measured = surface_measure(session.log)
+        self._last[session.id] = LastMeasure(length, measured.tokens, generation)
+        return measured
 
     async def pre_step(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
                        measurer: Measurer, agent: AgentOptions) -> None:
@@ -120,23 +133,36 @@ class CompactionService:
         if not window:
             return  # no routed request yet: nothing to measure against
         threshold = int(window * cfg.thresholdRatio)
+        floor = self._floor.get(session.id)
         for attempt in range(cfg.maxPasses):
-            if cheap_estimate(session.log) < CHEAP_MARGIN * threshold:
+            cheap = cheap_estimate(session.log, self._last.get(session.id))
+            if cheap is not None and cheap < CHEAP_MARGIN * threshold:
                 return
             measured = await self.measure(session, measurer)
             pressure = Pressure(measured.tokens, window, cfg.thresholdRatio)
             if not pressure.over:
+                self._floor.pop(session.id, None)
                 return
+            if floor is not None and measured.tokens < floor + RETRY_GROWTH * window:
+                return  # relieving failed at about this size already; wait for real growth
             selection = select_pressure_range(session.log, measured.nodes, int(window * cfg.retainRatio))
             if selection is None:
                 log.warning("session %s turn %d: at %d/%d tokens but nothing compactable outside the retained tail",
                             session.id, turn, pressure.tokens, window)
+                self._floor[session.id] = measured.tokens
                 return
             log.info("session %s turn %d: pressure %d/%d tokens (%s) >= %.0f%%; compacting %d nodes (pass %d)",
                      session.id, turn, pressure.tokens, window, measured.source, cfg.thresholdRatio * 100,
                      len(selection.shadowed), attempt + 1)
             if await self._compact(session, port, config, agent, selection, turn) is None:
+                self._floor[session.id] = measured.tokens
                 return
+        measured = await self.measure(session, measurer)
+        if Pressure(measured.tokens, window, cfg.thresholdRatio).over:
+            log.warning("session %s turn %d: still at %d/%d tokens after %d passes (the retained tail and request "
+                        "envelope alone are too large); retrying after further growth", session.id, turn,
+                        measured.tokens, window, cfg.maxPasses)
+            self._floor[session.id] = measured.tokens
 
     async def overflow(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
                        agent: AgentOptions) -> bool:

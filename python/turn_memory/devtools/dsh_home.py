@@ -57,6 +57,9 @@ class DshHome:
     model_url: str | None
     profile: str = PROFILE
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: route the default model through a generic OpenAI-style route with this context
+    #: window (tokens) instead of DSH's deepseek route (whose window is 1M)
+    context_window: int | None = None
 
     @property
     def profile_dir(self) -> Path:
@@ -119,6 +122,8 @@ class DshHome:
             {"id": "headless-runner", "disabled": True},
             {"insert": [{"id": "turn-memory-driver", "name": "turn-memory-driver", "config": driver_config}]},
         ]
+        if self.context_window and self.model_url:
+            overlay += self._small_window_route()
         if engine_overrides:
             # a patch replaces the row's whole config: restate it with the overrides merged in
             overlay.append({"id": "turn-memory", "config": deep_merge(self.row_config(), engine_overrides)})
@@ -133,6 +138,16 @@ class DshHome:
             code, out, err = -9, _text(exc.stdout), _text(exc.stderr) + f"\n[harness] timed out after {timeout}s"
         records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
         return RunResult(code, records, out, err, time.monotonic() - started)
+
+    def _small_window_route(self) -> list[dict[str, Any]]:
+        return [
+            {"id": "llm-pi-ai", "config": {"providers": {"fake-local": {
+                "displayName": "Fake local", "apiKeyEnv": "DEEPSEEK_API_KEY", "api": "openai-completions",
+                "baseURL": f"{self.model_url}/v1", "compat": {"supportsDeveloperRole": False, "maxTokensField": "max_tokens"},
+                "models": [{"id": "fake-model", "name": "Fake Model", "contextWindow": self.context_window, "maxTokens": 4096}],
+            }}}},
+            {"id": "agent-default-model", "config": {"provider": "fake-local", "model": "fake-model"}},
+        ]
 
     def session_log(self, session_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         return read_session_log(session_log_for(self.root / "sessions", session_id))

@@ -1,6 +1,7 @@
 // Drives a real DSH agent through several turns in one process (the stock headless
 // runner answers one task and exits, which leaves no time for background work).
-// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure})[], resumeSessionId?, reportFile }.
+// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle})[], resumeSessionId?, reportFile }.
+// {send: text} starts a turn without waiting for it, so a following command runs mid-turn.
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
 import { randomUUID } from 'node:crypto';
@@ -49,6 +50,16 @@ async function run(ctx, config) {
   for (const task of config.tasks ?? []) {
     if (typeof task === 'object' && task.sleepMs) {
       await new Promise((resolve) => setTimeout(resolve, task.sleepMs));
+      continue;
+    }
+    if (typeof task === 'object' && task.send) {
+      agent.followup(createUserMessage({ content: [{ type: 'text', text: task.send }], source: { kind: 'user' } }));
+      await new Promise((resolve) => setTimeout(resolve, task.afterMs ?? 200));
+      continue;
+    }
+    if (typeof task === 'object' && task.waitIdle) {
+      await agent.whenIdle();
+      report(config, { idle: true, events: agent.session.seq });
       continue;
     }
     if (typeof task === 'object' && task.measure) {

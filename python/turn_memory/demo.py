@@ -18,6 +18,7 @@ from typing import Any
 
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
+from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.devtools.runtime import ensure_runtime
 from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
@@ -27,6 +28,8 @@ TASKS = [
     "Create a file notes.md with three short facts about the zstd compression format.",
     "Add a fourth fact about zstd frames to notes.md, then show me the whole file.",
     "Which of these facts matters most for append-only log files, and why?",
+    "Count the words in notes.md and tell me the number.",
+    "Add a title line '# zstd notes' at the top of notes.md and show the first two lines.",
     "/compact",
     "Remind me: which file did we create, and how many facts does it hold now?",
 ]
@@ -35,7 +38,7 @@ FACTS = "# zstd\\n- Fast compression and very fast decompression.\\n- Tunable le
 
 
 def scripted_model() -> FakeModel:
-    fake = FakeModel()
+    fake = FakeModel(responder=worker_responder)  # it also plays turn-memory's workers
     fake.push("turn",
               {"text": "I'll write the notes file.", "tool_calls": [{"name": "bash", "arguments": {
                   "command": f"printf '{FACTS}' > notes.md && wc -l notes.md", "description": "write notes.md"}}]},
@@ -46,13 +49,13 @@ def scripted_model() -> FakeModel:
               "notes.md now holds four facts; the last one says zstd output is a sequence of independent frames.",
               "Independent frames matter most: an append-only log can add one frame per write and a reader "
               "can decode across frames without rewriting the file.",
+              {"text": "Counting words.", "tool_calls": [{"name": "bash", "arguments": {
+                  "command": "wc -w notes.md", "description": "count words"}}]},
+              "notes.md contains the word count shown above (about 35 words).",
+              {"text": "Adding the title.", "tool_calls": [{"name": "bash", "arguments": {
+                  "command": "sed -i '1s/.*/# zstd notes/' notes.md && head -2 notes.md", "description": "title"}}]},
+              "The first line is now '# zstd notes', followed by the first fact.",
               "We created notes.md in the workspace; it holds four facts about zstd.")
-    fake.push("compaction",
-              "Goal: keep short notes about the zstd format in notes.md (workspace root).\n"
-              "Done: created notes.md with three facts (speed, levels 1-22, dictionaries); appended a fourth "
-              "(output is a sequence of independent frames) and printed the file.\n"
-              "Finding: independent frames suit append-only logs (one frame per write, readers decode across "
-              "frames).\nState: notes.md has four facts. Next: answer follow-ups about the notes.")
     return fake
 
 
@@ -66,6 +69,9 @@ def _report(home: DshHome, session_id: str) -> dict[str, Any]:
     checkpoint = next((e for e in events if e["type"] == "user/message" and RC8.is_checkpoint_source(e["data"].get("source"))), None)
     if checkpoint is None:
         return {"events": len(events)}
+    raw = [e for e in events if e.get("surfaceOp") == "append" and e["type"] in ("user/message", "assistant/message", "tool/result")]
+    final = SessionLog(RC8, events)
+    raw_tokens = sum(estimate_message(m) for e in raw if (m := final.message_of(e["seq"])) is not None)
     before = SessionLog(RC8, events[: checkpoint["seq"]])
     after = SessionLog(RC8, events[: checkpoint["seq"] + 2])  # + compaction/end
     return {
@@ -75,6 +81,8 @@ def _report(home: DshHome, session_id: str) -> dict[str, Any]:
         "checkpoint": checkpoint["data"]["content"][0]["text"],
         "checkpoint_seq": checkpoint["seq"],
         "shadowed": len(before.nodes) - len(after.nodes) + 1,
+        "raw": (raw_tokens, len(raw)),
+        "final": _surface_tokens(final),
     }
 
 
@@ -98,7 +106,8 @@ def run_demo(args: argparse.Namespace) -> int:
             if line.strip():
                 print("      " + line)
         model = "your provider (DSH default route)" if use_user else "the embedded scripted model"
-        print(f"[3/4] running a real DSH session on {model}: 3 turns, /compact, 1 more turn")
+        print(f"[3/4] running a real DSH session on {model}: 5 turns, /compact, 1 more turn;")
+        print("      after each turn a forked worker rewrites it, landed before the next request")
         run = home.run(TASKS, timeout=args.timeout,
                        engine_overrides={"engine": {"logFile": str(root / "turn-memory-engine.log")}})
         for record in run.records:
@@ -110,6 +119,10 @@ def run_demo(args: argparse.Namespace) -> int:
             print(f"DSH exited with {run.returncode}\n{run.stderr[-3000:]}")
             return 1
         print("[4/4] what turn-memory did")
+        engine_log = root / "turn-memory-engine.log"
+        for line in engine_log.read_text().splitlines() if engine_log.exists() else []:
+            if ": landed (" in line or "no-op marker" in line:
+                print("      " + line.split(" turn ", 1)[-1].join(["turn ", ""]))
         report = _report(home, run.session_id)
         if "checkpoint" not in report:
             print("      no checkpoint was written (see the engine log)")
@@ -118,6 +131,9 @@ def run_demo(args: argparse.Namespace) -> int:
         print(f"      context before /compact: ~{tb} tokens in {nb} messages")
         print(f"      context after  /compact: ~{ta} tokens in {na} messages "
               f"({100 * (tb - ta) // max(tb, 1)}% smaller; {report['shadowed']} messages folded into one checkpoint)")
+        (tr, nr), (tf, nf) = report["raw"], report["final"]
+        print(f"      whole session: the raw history is ~{tr} tokens in {nr} messages (all still in the log); "
+              f"the model now sees ~{tf} tokens in {nf} ({100 * (tr - tf) // max(tr, 1)}% smaller)")
         print("      the checkpoint the model now sees first:")
         for line in report["checkpoint"].splitlines():
             print("        | " + line)

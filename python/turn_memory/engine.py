@@ -50,9 +50,11 @@ class Engine:
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
 
-    def close(self) -> None:
-        for queue in self.turns.queues.values():
-            queue.cancel()
+    async def close(self) -> None:
+        """Stop every job before the socket closes: their workers die with DSH anyway, and a
+        job must not read the closing socket as a string of failed workers."""
+        drains = [queue.cancel() for queue in self.turns.queues.values()]
+        await asyncio.gather(*(d for d in drains if d is not None), return_exceptions=True)
 
     # -- handshake ---------------------------------------------------------------------
     def on_hello(self, peer: Peer, params: HelloParams) -> HelloResult:

@@ -55,7 +55,7 @@ async def _serve(endpoint: str, secret: str, watch_stdin: bool) -> None:
         _watch_stdin(asyncio.get_running_loop(), stop)
     serving = asyncio.create_task(server.serve())
     await stop.wait()
-    engine.close()  # cancel running jobs first: their workers die with the DSH process anyway
+    await engine.close()
     serving.cancel()
     server.close()
 

@@ -74,6 +74,9 @@ class TurnQueue:
         except asyncio.TimeoutError:
             return False
 
-    def cancel(self) -> None:
-        if self._drain is not None:
+    def cancel(self) -> "asyncio.Task[None] | None":
+        """Cancel the drain; returns it so the caller can await its end."""
+        if self._drain is not None and not self._drain.done():
             self._drain.cancel()
+            return self._drain
+        return None

@@ -1,0 +1,86 @@
+"""A deterministic stand-in for the model when it plays turn-memory's workers (demo, benchmarks).
+
+It reads the catalog the engine puts in the worker's task prompt and answers with real tool
+calls: a turn worker folds the whole turn into the user's request and the assistant's last
+answer, then finishes; a session worker replaces its segment's placeholder with the first
+request and the answers it saw, then finishes. Plug it in as a `FakeModel` responder.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from turn_memory.devtools.fake_model import FakeRequest
+
+_NODE = re.compile(r"^- (n\d+|r\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
+_SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (.*)$", re.M)
+
+
+def _task(req: FakeRequest) -> str:
+    """The engine's task prompt: the last user message carrying a catalog."""
+    for message in reversed(req.messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content or [])
+        if "Current nodes of turn" in text or "Your segment's original nodes" in text:
+            return text
+    return ""
+
+
+def _last_tool_result(req: FakeRequest) -> str:
+    for message in reversed(req.messages):
+        if message.get("role") == "tool":
+            content = message.get("content")
+            return content if isinstance(content, str) else " ".join(p.get("text", "") for p in content or [])
+        if message.get("role") == "assistant":
+            continue
+    return ""
+
+
+def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def _turn_worker(req: FakeRequest) -> dict[str, Any]:
+    if _last_tool_result(req).startswith("Accepted:"):
+        return _call("finish_turn_compression", {})
+    nodes = _NODE.findall(_task(req))
+    if not nodes:
+        return _call("finish_turn_compression", {})
+    human = next((preview for _, role, kind, preview in nodes if role == "user" and kind.strip() == "human"), nodes[0][3])
+    answer = next((preview for _, role, _, preview in reversed(nodes) if role == "assistant"), "")
+    if len(nodes) <= 2 and "raw reasoning" not in _task(req):
+        return _call("finish_turn_compression", {})
+    return _call("replace_turn_nodes", {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
+        {"role": "user", "content": human.strip()},
+        {"role": "assistant", "content": answer.strip() or "Done."},
+    ]})
+
+
+def _session_worker(req: FakeRequest) -> dict[str, Any]:
+    if _last_tool_result(req).startswith("Accepted at revision"):
+        return _call("finish_session_segment", {})
+    task = _task(req)
+    segment = re.search(r"you are assigned\s+segment\s+(\d+)", task)
+    revision = re.search(r"working\s+checkpoint\s+is\s+at\s+revision\s+(\d+)", task)
+    sources = _SOURCE.findall(task)
+    if not (segment and revision):
+        return {"text": "I cannot find my assignment."}
+    asks = [p.strip() for _, role, p in sources if role == "user" and not p.startswith("Current runtime context")]
+    answers = [p.strip() for _, role, p in sources if role == "assistant"]
+    return _call("replace_session_memory", {
+        "expected_revision": int(revision.group(1)), "from": f"P{segment.group(1)}",
+        "nodes": [{"role": "user", "content": " / ".join(asks[:3]) or "Earlier requests."},
+                  {"role": "assistant", "content": " / ".join(answers[-3:]) or "Earlier work."}],
+    })
+
+
+def worker_responder(req: FakeRequest) -> dict[str, Any] | None:
+    tools = set(req.tool_names)
+    if "replace_turn_nodes" in tools:
+        return _turn_worker(req)
+    if "replace_session_memory" in tools:
+        return _session_worker(req)
+    return None

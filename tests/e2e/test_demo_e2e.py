@@ -1,0 +1,22 @@
+"""The README's main job: `turn-memory demo` on the embedded scripted model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_demo_compresses_turns_and_compacts(tmp_path, dsh_runtime):
+    out = subprocess.run([sys.executable, "-m", "turn_memory", "demo", "--home", str(tmp_path / "home"), "--json"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "turn 1: landed (5 -> 2 nodes" in out.stdout
+    assert "Compacted" in out.stdout
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    (raw, _), (final, _) = summary["raw"], summary["final"]
+    assert final < raw and "[turn-memory checkpoint]" in summary["checkpoint"]

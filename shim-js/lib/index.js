@@ -204,7 +204,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     try {
       return await this._call('compact.ifNeeded', {
         sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: this._agentOptions(agent),
-      }, { timeoutMs: this.settings.hookTimeoutMs, signal });
+      }, { timeoutMs: this.settings.manualTimeoutMs, signal }); // it may run a whole compaction
     } catch (error) {
       this.ctx.logger.warn(`turn-memory compactIfNeeded skipped: ${error.message}`);
       return null;

@@ -26,7 +26,7 @@ log = logging.getLogger("turn_memory.turns")
 class TurnService:
     def __init__(self, workers: WorkerRegistry) -> None:
         self.queues: dict[str, TurnQueue] = {}
-        #: every job of this process, queued, running or done: (session, turn) -> job
+        #: queued and running jobs: (session, turn) -> job
         self.jobs: dict[tuple[str, int], TurnJob] = {}
         self._workers = workers
 
@@ -64,6 +64,7 @@ class TurnService:
             await job.run()
         finally:
             self._workers.remove(job.job_id)
+            self.jobs.pop((session_id, turn), None)
             if not job.finished:
                 self.queues[session_id].forget(turn)  # a later recovery may retry it
 

@@ -95,7 +95,15 @@ export class EngineProcess {
     this.#child = undefined;
     if (child) {
       child.stdin.end(); // the engine exits when its stdin closes
-      setTimeout(() => child.kill(), 2000).unref?.();
+      // DSH must not wait for the engine's interpreter teardown (~0.1-0.2 s after EOF): stop
+      // holding its process and pipes open; one still running when DSH exits is killed then
+      child.unref();
+      child.stdout?.unref?.();
+      child.stderr?.unref?.();
+      const kill = () => child.kill();
+      process.once('exit', kill);
+      child.once('exit', () => process.removeListener('exit', kill));
+      setTimeout(kill, 2000).unref?.();
     }
     if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
   }

@@ -1,0 +1,252 @@
+"""The segmented worker job end to end (`/compact` with `method: workers`) against the in-memory host."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+from fake_host import FakeHost, WorkerScript, attach_workers
+from session_builders import SessionBuilder, work_session
+from turn_memory.bridge.protocol import AgentOptions
+from turn_memory.bridge.server import RemoteError
+from turn_memory.compaction.manual import compact_now
+from turn_memory.compaction.segmented import SegmentedJob
+from turn_memory.compaction.selection import select_manual_range
+from turn_memory.config import EngineConfig
+from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.surface import SessionLog
+from turn_memory.workers import WorkerRegistry
+
+AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
+DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]
+FINISH = ("finish_session_segment", {})
+
+
+class Registry(WorkerRegistry):
+    """The engine's shared registry; FakeHost workers call tools through it, like the shim does."""
+
+    def tool_call(self, job_id: str, worker_id: str, name: str, args: Any):
+        return self.call(job_id, worker_id, name, args)
+
+
+def config(**compaction: Any) -> EngineConfig:
+    return EngineConfig.model_validate({"compaction": compaction})
+
+
+def fold(revision: int, target: str, user: str, assistant: str, to: str | None = None) -> tuple[str, dict[str, Any]]:
+    args: dict[str, Any] = {"expected_revision": revision, "from": target, "nodes": [
+        {"role": "user", "content": user}, {"role": "assistant", "content": assistant}]}
+    if to is not None:
+        args["to"] = to
+    return ("replace_session_memory", args)
+
+
+def segment_worker(k: int, revision: int) -> WorkerScript:
+    return WorkerScript([fold(revision, f"P{k}", f"USER-{k}: fix module {k}.", f"ASSISTANT-{k}: fixed module {k}."),
+                         FINISH])
+
+
+def compact(host: FakeHost, cfg: EngineConfig, scripts: list[WorkerScript], registry: Registry | None = None):
+    registry = registry or Registry()
+    started = attach_workers(host, registry, scripts)
+    result = asyncio.run(asyncio.wait_for(compact_now(host.session, host, cfg, AGENT, "cmd-1", registry), 10))
+    return result, started
+
+
+def transactions(events: list[dict[str, Any]]) -> list[list[str]]:
+    out: list[list[str]] = []
+    for e in events:
+        if e["type"] == "compaction/start":
+            out.append([])
+        if out and (e["type"].startswith("compaction/") or e.get("surfaceOp") not in (None, "append")):
+            out[-1].append(e["type"])
+    return out
+
+
+def checkpoint_body(host: FakeHost) -> str:
+    text = host.log.message_of(host.log.nodes[0] if host.dialect is RC8 else host.log.nodes[1])["content"][0]["text"]
+    match = re.search(r"<compacted-summary>\n(.*)\n</compacted-summary>", text, re.S)
+    assert match, text
+    return match.group(1)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_one_segment_is_folded_by_one_fork_and_committed_as_one_transaction(dialect):
+    b = work_session(dialect, 3, system=dialect is V02)
+    host = FakeHost(dialect, b.events)
+    before_nodes, before = list(host.log.nodes), len(host.log)
+    result, started = compact(host, config(), [segment_worker(1, 0)])
+
+    assert [s["mode"] for s in started] == ["fork"]
+    spec = started[0]
+    assert {t["name"] for t in spec["tools"]} == {"list_session_segments", "read_session_source", "read_session_memory",
+                                                  "search_session_memory", "replace_session_memory",
+                                                  "finish_session_segment"}
+    assert "assigned to you" in spec["prompt"] and "- S1.1 · user · Turn 1:" in spec["prompt"]
+    assert "You start fresh" not in spec["prompt"] and spec["maxRequests"] == 32
+    assert "memory editor" in spec["persona"]
+    assert transactions(host.log.events[before:]) == [
+        ["compaction/start", "compaction/summary", "user/message", "compaction/end"]]
+    assert checkpoint_body(host) == "User: USER-1: fix module 1.\n\nAssistant: ASSISTANT-1: fixed module 1."
+    # turns 1-2 are folded, turn 3 is kept verbatim after the checkpoint
+    assert {b.turn_of[s] for s in result["shadowedSeqs"]} == {1, 2}
+    kept = [s for s in before_nodes if b.turn_of.get(s) == 3]
+    assert host.log.nodes[-len(kept):] == kept and len(host.log.nodes) == len(kept) + 1 + (dialect is V02)
+    assert result["summary"][0]["text"] == checkpoint_body(host)
+    SessionLog(dialect, host.log.events)  # the log still reloads
+
+
+def test_several_segments_are_processed_in_order_into_one_chronological_checkpoint():
+    b = work_session(RC8, 4)
+    host = FakeHost(RC8, b.events)
+    before = len(host.log)
+    scripts = [segment_worker(1, 0), segment_worker(2, 1), segment_worker(3, 2)]
+    result, started = compact(host, config(segmentTokens=100), scripts)
+
+    assert [s["mode"] for s in started] == ["fork", "fork", "fork"]
+    assert [s["label"] for s in started] == [f"turn-memory compaction S{k}" for k in (1, 2, 3)]
+    # the second worker sees what the first established, and the segment list with S1 done
+    assert "USER-1: fix module 1." in started[1]["prompt"] and "What earlier segments established" in started[1]["prompt"]
+    assert re.search(r"- S1 · turns 1-1 .* · done ·", started[1]["prompt"])
+    assert "What earlier segments established" not in started[0]["prompt"]
+    assert transactions(host.log.events[before:]) == [
+        ["compaction/start", "compaction/summary", "user/message", "compaction/end"]]
+    body = checkpoint_body(host)
+    assert body == "\n\n".join(f"User: USER-{k}: fix module {k}.\n\nAssistant: ASSISTANT-{k}: fixed module {k}."
+                               for k in (1, 2, 3))
+    assert {b.turn_of[s] for s in result["shadowedSeqs"]} == {1, 2, 3}
+    SessionLog(RC8, host.log.events)
+
+
+def test_a_later_segment_may_rewrite_earlier_memory():
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    second = WorkerScript([fold(1, "M2", "USER-2: and the lexer.", "ASSISTANT-1+2: parser and lexer fixed.", to="P2"),
+                           FINISH])
+    compact(host, config(segmentTokens=100), [segment_worker(1, 0), second])
+    assert checkpoint_body(host) == ("User: USER-1: fix module 1.\n\nUser: USER-2: and the lexer.\n\n"
+                                     "Assistant: ASSISTANT-1+2: parser and lexer fixed.")
+
+
+def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    partial = WorkerScript([("replace_session_memory", {"expected_revision": 0, "from": "P1", "nodes": [
+        {"role": "user", "content": "PARTIAL: fix things."}]})], stop="completed")
+    spawn = WorkerScript([fold(1, "M1", "SPAWN-USER: fix the parser.", "SPAWN-ASSISTANT: fixed."), FINISH])
+    _, started = compact(host, config(workerAttempts=1), [partial, spawn])
+
+    assert [s["mode"] for s in started] == ["fork", "spawn"]
+    prompt = started[1]["prompt"]
+    assert "You start fresh" in prompt and "### S1.1 · user\nTurn 1:" in prompt  # the segment's text itself
+    assert "Compiling src/" in prompt and "revision 1" in prompt and "PARTIAL: fix things." in prompt
+    assert started[0]["workerId"] != started[1]["workerId"]
+    assert checkpoint_body(host) == "User: SPAWN-USER: fix the parser.\n\nAssistant: SPAWN-ASSISTANT: fixed."
+
+
+def test_a_spawned_prompt_is_bounded_and_says_how_to_read_more():
+    host = FakeHost(RC8, work_session(RC8, 3, log_lines=400).events)
+    scripts = [WorkerScript([]), segment_worker(1, 0)]
+    _, started = compact(host, config(readLimitChars=2000), scripts)
+    assert [s["mode"] for s in started] == ["fork", "spawn"]
+    assert "[… more: read_session_source with offset]" in started[1]["prompt"]
+    assert len(started[1]["prompt"]) < 2000 + 4000  # the bounded segment text plus the fixed frame
+
+
+def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
+    b = work_session(RC8, 3)
+    host = FakeHost(RC8, b.events)
+    nodes, before = list(host.log.nodes), len(host.log)
+    progress = WorkerScript([("replace_session_memory", {"expected_revision": 0, "from": "P1",
+                                                         "nodes": [{"role": "user", "content": "something"}]})])
+    junk = WorkerScript([("replace_session_memory", "{broken")] * 40)
+    reader = WorkerScript([("read_session_memory", {})])
+    never = WorkerScript([FINISH])
+    with pytest.raises(RemoteError) as excinfo:
+        compact(host, config(workerAttempts=2, maxWorkerRequests=5), [progress, junk, reader, never])
+    assert excinfo.value.info.manual == "summary"
+    assert "S1: 2 consecutive workers made no progress" in str(excinfo.value)
+    # the fork made progress; then two without: three workers in all, the fourth never started
+    assert len(progress.answers) == 1 and not progress.answers[0].is_error
+    assert len(junk.answers) == 5 and all(a.is_error and "not valid JSON" in a.text for a in junk.answers)
+    assert len(reader.answers) == 1 and "revision 1" in reader.answers[0].text
+    assert never.answers == []
+    assert transactions(host.log.events[before:]) == [["compaction/start", "compaction/end"]]
+    end = host.log.events[-1]
+    assert end["data"]["error"].startswith("summary: S1: 2 consecutive workers made no progress")
+    assert end["data"]["compactionId"] == host.log.events[before]["data"]["compactionId"]
+    assert host.log.nodes == nodes  # the surface is unchanged
+
+
+def test_a_worker_that_fails_to_run_counts_as_no_progress():
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    registry = Registry()
+    modes: list[str] = []
+    attach_workers(host, registry, [segment_worker(1, 0)])
+    play = host.run_worker
+
+    async def flaky(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        modes.append(spec["mode"])
+        if len(modes) == 1:
+            raise TimeoutError("worker timed out")
+        return await play(session_id, spec, timeout)
+
+    host.run_worker = flaky  # type: ignore[method-assign]
+    asyncio.run(compact_now(host.session, host, config(), AGENT, None, registry))
+    assert modes == ["fork", "spawn"] and "USER-1" in checkpoint_body(host)
+
+
+def test_dropping_an_image_marker_is_refused_and_keeping_it_commits():
+    def image_host() -> FakeHost:
+        b = SessionBuilder(RC8, 5)
+        b.preamble()
+        b.work_turn(image="att-42")
+        b.work_turn()
+        b.work_turn()
+        return FakeHost(RC8, b.events)
+
+    host = image_host()
+    nodes, before = list(host.log.nodes), len(host.log)
+    with pytest.raises(RemoteError) as excinfo:
+        compact(host, config(), [segment_worker(1, 0)])
+    assert "the checkpoint dropped image references: att-42" in str(excinfo.value)
+    assert transactions(host.log.events[before:]) == [["compaction/start", "compaction/end"]]
+    assert host.log.nodes == nodes
+
+    host = image_host()
+    _, started = compact(host, config(), [WorkerScript([fold(
+        0, "P1", 'Screenshot of the failure: <memory-image ref="att-42" type="image/png" />', "Fixed it."), FINISH])])
+    assert started[0]["mode"] == "fork"
+    assert '<memory-image ref="att-42" type="image/png" />' in checkpoint_body(host)
+
+
+def test_a_checkpoint_not_smaller_than_the_history_is_refused():
+    b = SessionBuilder(RC8)
+    b.preamble()
+    for _ in range(2):
+        b.work_turn(calls=0, task="hi")
+    host = FakeHost(RC8, b.events)
+    nodes = list(host.log.nodes)
+    with pytest.raises(RemoteError, match="not smaller"):
+        compact(host, config(), [WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH])])
+    assert host.log.nodes == nodes and host.log.events[-1]["type"] == "compaction/end"
+
+
+def test_tool_calls_of_a_worker_that_is_no_longer_active_are_refused():
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    selection = select_manual_range(host.log, 1)
+    assert selection is not None
+    job = SegmentedJob(host.session, host, config().compaction, selection)
+    job.prepare()
+    job.current_worker = "c1"
+    answer = job.tool_call("c0", "list_session_segments", {})
+    assert answer.is_error and answer.conclude and "no longer active" in answer.text
+    ok = job.tool_call("c1", "replace_session_memory", dict(fold(0, "P1", "u", "a")[1]))
+    assert not ok.is_error and not ok.conclude
+    bad = job.tool_call("c1", "finish_session_segment", {"x": 1})
+    assert bad.is_error and not bad.conclude  # a refused call never ends the worker
+    done = job.tool_call("c1", "finish_session_segment", {})
+    assert done.conclude and not done.is_error
+    # once the job is over the registry tells stragglers to stop
+    assert Registry().call(job.job_id, "c1", "list_session_segments", {}).conclude

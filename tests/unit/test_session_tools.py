@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fake_host import FakeHost
 from session_builders import work_session
 from turn_memory.compaction.segmented import SegmentedJob
 from turn_memory.compaction.selection import select_manual_range
-from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, tool_specs
+from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, _preview, tool_specs
 from turn_memory.config import CompactionConfig
 from turn_memory.host.dialect import RC8
 
@@ -217,3 +219,11 @@ def test_unknown_tool_and_unexpected_list_arguments_are_errors():
         tools.call("list_session_segments", [1, 2])
     with pytest.raises(ToolError, match="invalid arguments: force"):
         tools.call("list_session_segments", {"force": True})
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab \n\t\u2028\x1cé")), max_size=1500) | st.text(max_size=600),
+       st.integers(1, 200))
+def test_previews_collapse_whitespace_and_cut_at_the_limit(text, limit):
+    flat = " ".join(text.split())  # what a preview is, however long the node
+    assert _preview(text, limit) == (flat if len(flat) <= limit else flat[: limit - 1] + "…")

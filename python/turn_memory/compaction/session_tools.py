@@ -124,7 +124,13 @@ def _parse(model: type[_Args], args: Any) -> Any:
 
 
 def _preview(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
+    # catalogs preview every node on every call, and a node can be many KB: collapse the
+    # whitespace of a head first; when that is already longer than the limit it is a
+    # prefix of the whole text's collapsed form, so the preview is the same
+    head = text[: 4 * limit]
+    flat = " ".join(head.split())
+    if len(flat) <= limit and len(head) < len(text):
+        flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -144,6 +150,8 @@ class SessionTools:
     assigned: int
     read_limit_chars: int = 24000
     finished: set[int] = field(default_factory=set)
+    #: per segment: its catalog line around the status (sources never change during a job)
+    _catalog_lines: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)
 
     def call(self, name: str, args: Any) -> str:
         if name == "list_session_segments":
@@ -168,16 +176,27 @@ class SessionTools:
 
     # -- catalogs ----------------------------------------------------------------------
     def segment_catalog(self) -> str:
+        # every worker reads this (prompt + list call): keep it O(segments + memory nodes), not
+        # O(segments x memory nodes) with previews recomputed on each call
         lines = [f"{len(self.segments)} segments; working checkpoint at revision {self.editor.revision}; "
                  f"you are assigned S{self.assigned}."]
+        unprocessed = {n.placeholder for n in self.editor.nodes if n.placeholder is not None}
         for seg in self.segments:
-            status = ("done" if self.editor.segment_done(seg.index) else
+            status = ("done" if seg.index not in unprocessed else
                       "assigned to you" if seg.index == self.assigned else "pending")
+            head, edges = self._catalog_line(seg)
+            lines.append(f"{head} · {status} · {edges}")
+        return "\n".join(lines)
+
+    def _catalog_line(self, seg: Segment) -> tuple[str, str]:
+        parts = self._catalog_lines.get(seg.index)
+        if parts is None:
             nodes = self.sources[seg.index]
             turns = f"turns {seg.turns[0]}-{seg.turns[-1]}" if seg.turns else "no complete turn"
-            lines.append(f"- {seg.id} · {turns} · {len(nodes)} nodes · ~{seg.tokens} tokens · {status} · "
-                         f"first: {_preview(nodes[0].text, 60)} · last: {_preview(nodes[-1].text, 60)}")
-        return "\n".join(lines)
+            parts = self._catalog_lines[seg.index] = (
+                f"- {seg.id} · {turns} · {len(nodes)} nodes · ~{seg.tokens} tokens",
+                f"first: {_preview(nodes[0].text, 60)} · last: {_preview(nodes[-1].text, 60)}")
+        return parts
 
     def source_catalog(self, segment: int) -> str:
         return "\n".join(f"- {n.id} · {n.role} · {_preview(n.text)}" for n in self.sources[segment])

@@ -30,6 +30,8 @@ class CompactionConfig(BaseModel):
     segmentTokens: int = Field(32000, ge=100)
     #: consecutive workers without an accepted mutation before a segment fails
     workerAttempts: int = Field(3, ge=1)
+    #: hard cap on workers per segment, progress or not
+    maxWorkers: int = Field(8, ge=1)
     maxWorkerRequests: int = Field(32, ge=1)
     workerTimeoutS: float = Field(900.0, gt=0)
     #: pressure passes per pre-step before giving up on reaching the threshold
@@ -49,6 +51,8 @@ class TurnConfig(BaseModel):
     enabled: bool = True
     #: consecutive workers without an accepted replacement before the job gives up
     workerAttempts: int = Field(3, ge=1)
+    #: hard cap on workers per turn, progress or not: a job can never spin
+    maxWorkers: int = Field(8, ge=1)
     #: model requests one worker may make before it is stopped (counts as no progress)
     maxWorkerRequests: int = Field(24, ge=1)
     #: how long the next turn's first request waits for this turn's landing, then proceeds raw

@@ -173,3 +173,18 @@ def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
     assert len(started) == 1 and "turn 1" in started[0]["label"]
     marks = [marker_of(e) for e in host.log.events if marker_of(e)]
     assert marks == [("pending", 1), ("compression", 1)]
+
+
+def test_workers_that_always_progress_but_never_finish_are_capped():
+    host, service, cfg = one_turn_host(), TurnService(), config(maxWorkers=3)
+    scripts = [WorkerScript([("replace_turn_nodes", {"from": "n5" if k == 0 else f"r{k}", "nodes": [
+        {"role": "assistant", "content": f"version {k}"}]})]) for k in range(10)]
+    started = attach_workers(host, service, scripts)
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await service.barrier(SESSION, 5)
+
+    run(scenario())
+    assert len(started) == 3  # progress resets the no-progress budget, never the hard cap
+    assert [marker_of(e) for e in host.log.events if marker_of(e)] == [("pending", 1)]

@@ -118,7 +118,7 @@ class SegmentedJob:
         self.tools.assigned = segment.index
         no_progress = 0
         attempt = 0
-        while no_progress < self.config.workerAttempts:
+        while no_progress < self.config.workerAttempts and attempt < self.config.maxWorkers:
             mode = "fork" if attempt == 0 else "spawn"
             attempt += 1
             worker_id = f"c{next(_ids)}"
@@ -147,7 +147,9 @@ class SegmentedJob:
             log.info("%s: %s worker %s (%s) ended without a finish (%s); %s", self.where, segment.id, worker_id, mode,
                      outcome.get("stop") if isinstance(outcome, dict) else outcome,
                      "progress, continuing" if progressed else f"no progress ({no_progress}/{self.config.workerAttempts})")
-        raise SegmentFailed(f"{segment.id}: {self.config.workerAttempts} consecutive workers made no progress")
+        if no_progress >= self.config.workerAttempts:
+            raise SegmentFailed(f"{segment.id}: {self.config.workerAttempts} consecutive workers made no progress")
+        raise SegmentFailed(f"{segment.id}: not finished after {attempt} workers (the cap)")
 
     def _prompt(self, segment: Segment, mode: str) -> str:
         assert self.tools is not None and self.editor is not None

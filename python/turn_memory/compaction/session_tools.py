@@ -264,7 +264,7 @@ class SessionTools:
 
     def _search(self, args: SearchArgs) -> str:
         terms = args.query.lower().split()
-        hits = [n for n in self.editor.nodes if all(t in n.text.lower() for t in terms)]
+        hits = [n for n in self.editor.nodes if n.placeholder is None and all(t in n.text.lower() for t in terms)]
         if not hits:
             return f"No memory node contains all of: {', '.join(terms)}."
         out = []

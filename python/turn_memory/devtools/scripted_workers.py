@@ -63,8 +63,8 @@ def _session_worker(req: FakeRequest) -> dict[str, Any]:
     if _last_tool_result(req).startswith("Accepted at revision"):
         return _call("finish_session_segment", {})
     task = _task(req)
-    segment = re.search(r"you are assigned\s+segment\s+(\d+)", task)
-    revision = re.search(r"working\s+checkpoint\s+is\s+at\s+revision\s+(\d+)", task)
+    segment = re.search(r"You are assigned segment (\d+)", task)
+    revision = re.search(r"the working checkpoint is at revision (\d+)", task)
     sources = _SOURCE.findall(task)
     if not (segment and revision):
         return {"text": "I cannot find my assignment."}

@@ -122,7 +122,7 @@ class TurnJob:
     async def _work(self) -> bool:
         assert self.editor is not None
         no_progress = 0
-        while no_progress < self.config.workerAttempts:
+        while no_progress < self.config.workerAttempts and len(self.workers) < self.config.maxWorkers:
             mode = "fork" if not self.workers else "spawn"
             worker_id = f"w{next(_worker_ids)}"
             self.workers.append(worker_id)

@@ -109,3 +109,10 @@ def test_tool_specs_have_schemas_and_descriptions_from_the_prompt_file():
     assert set(specs) == {"list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", "finish_turn_compression"}
     assert specs["replace_turn_nodes"]["parameters"]["required"] == ["from", "nodes"]
     assert all(s["description"] for s in specs.values())
+
+
+def test_a_rewrite_longer_than_what_it_replaces_cannot_finish():
+    tools = tools_for(Shape(steps=[(0, False, False)]))
+    tools.call("replace_turn_nodes", {"from": "n3", "nodes": [{"role": "assistant", "content": "padding " * 400}]})
+    with pytest.raises(ToolError, match="longer than what they replace"):
+        tools.call("finish_turn_compression", {})

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from turn_memory.host.tokens import estimate_message
 from turn_memory.turns.nodes import OriginalNode, Role
 
 
@@ -170,11 +171,23 @@ class TurnNodeEditor:
         if raw:
             problems.append(f"{', '.join(raw)} still carry raw reasoning: rewrite them (keep what the reasoning "
                             "established as ordinary assistant text)")
+        grown = self._growth()
+        if grown is not None:
+            problems.append(f"the rewritten nodes are longer than what they replace (~{grown[0]} vs ~{grown[1]} "
+                            "tokens): shorten them")
         missing = [ref for ref in self.image_refs() if not any(_keeps_image(n, ref) for n in self.nodes)]
         if missing:
             problems.append("image references were dropped; keep each <memory-image ref=…/> marker: "
                             + ", ".join(missing))
         return problems
+
+    def _growth(self) -> tuple[int, int] | None:
+        """(new, old) estimated tokens when the rewrite grew the turn: compression never does."""
+        changed = [n for n in self.nodes if n.changed]
+        new = sum(estimate_message({"content": [{"type": "text", "text": n.text}]}) for n in changed)
+        old = sum(estimate_message(self.originals[i].message)
+                  for n in changed for i in range(n.slice[0], n.slice[1] + 1))
+        return (new, old) if new > old else None
 
     def image_refs(self) -> list[str]:
         seen: dict[str, None] = {}

@@ -201,6 +201,8 @@ TOOL_TURNS = 3
 #: user, runtime snapshot, assistant+call, result, assistant+call, result, answer
 TURN_NODES = 7
 FINISH_CALL = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
+#: set from --worker-requests
+WORKER_REQUESTS = 1
 
 
 def task(k: int) -> str:
@@ -226,13 +228,21 @@ def fold(k: int) -> dict[str, Any]:
         {"role": "assistant", "content": f"COMPRESSED-ASSISTANT {k}: probed twice with echo; parse() returns []."}]}}]}
 
 
-def script(fake: Any) -> None:
+def worker_replies(k: int, requests: int) -> list[dict[str, Any]]:
+    """The worker's replies: fold then finish in two requests, or both calls in one reply
+    (the tools run in order within one message, and the prompt invites it)."""
+    if requests == 1:
+        return [{"tool_calls": fold(k)["tool_calls"] + FINISH_CALL["tool_calls"]}]
+    return [fold(k), FINISH_CALL]
+
+
+def script(fake: Any, requests: int = 1) -> None:
     """Agent replies keyed by the task (never spent on a worker); workers keyed by their turn."""
     for k in range(1, TOOL_TURNS + 1):
         fake.add_rule({"last_user_contains": f"Task {k}:", "tools_exclude": "replace_turn_nodes"},
                       replies=agent_turn(k), name=f"agent{k}")
         fake.add_rule({"tools_include": "replace_turn_nodes", "last_user_contains": f"memory editor for turn {k} of"},
-                      replies=[fold(k), FINISH_CALL], name=f"worker{k}")
+                      replies=worker_replies(k, requests), name=f"worker{k}")
     closing = TOOL_TURNS + 1
     fake.add_rule({"last_user_contains": f"Task {closing}:", "tools_exclude": "replace_turn_nodes"},
                   reply="You're welcome.", name=f"agent{closing}")
@@ -372,7 +382,7 @@ def bench_dsh(runs: int, warmup: int, keep: bool) -> dict[str, Any]:
                 log_file = tmp / f"engine-{i}.log"
                 with FakeModel() as fake:
                     home.model_url = fake.base_url
-                    script(fake)
+                    script(fake, WORKER_REQUESTS)
                     overrides = {"engine": {"logFile": str(log_file)}} if variant == "turn-memory" else None
                     run = home.run(tasks, engine_overrides=overrides, timeout=60)
                     returned_ms = time.time() * 1e3
@@ -512,7 +522,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host-only", action="store_true", help="only part 1 (no DSH)")
     ap.add_argument("--keep", action="store_true", help="keep the DSH homes and engine logs (path on stderr)")
     ap.add_argument("--json", action="store_true", help="print every number as JSON instead of the table")
+    ap.add_argument("--worker-requests", type=int, choices=[1, 2], default=1,
+                    help="model requests the scripted worker takes: 1 = replace and finish in one reply (default), "
+                         "2 = replace, then finish")
     args = ap.parse_args(argv)
+    global WORKER_REQUESTS
+    WORKER_REQUESTS = args.worker_requests
     started = time.monotonic()
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     failures: list[str] = []
@@ -542,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"SUPERLINEAR: {g['worst_step']} {g['steps'][g['worst_step']]:.0f}×"})
     if summary is not None:
         tm_wall, st_wall = summary["wall_s"]["turn-memory"], summary["wall_s"]["stock"]
-        rows.append({"section": f"real DSH 0.1.0-rc.8, scripted instant model: {TOOL_TURNS} tool turns + 1 closing turn, "
+        rows.append({"section": f"real DSH 0.1.0-rc.8, scripted instant model, worker in {WORKER_REQUESTS} request(s): {TOOL_TURNS} tool turns + 1 closing turn, "
                                 f"{args.runs} runs per variant after {args.warmup} warm-up, alternating; median"})
         lat = summary["landing_ms"]
         rows.append({"metric": "turn/end -> landed (all turns)", "value": fmt_ms(lat),

@@ -12,7 +12,8 @@ from fake_host import FakeHost
 from session_builders import work_session
 from turn_memory.compaction.segmented import SegmentedJob
 from turn_memory.compaction.selection import select_manual_range
-from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, _preview, tool_specs
+from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, tool_specs
+from turn_memory.workers import preview as _preview
 from turn_memory.config import CompactionConfig
 from turn_memory.host.dialect import RC8
 

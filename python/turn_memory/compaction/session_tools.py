@@ -7,34 +7,28 @@ and searched. Every invalid call returns a clear ToolError and changes nothing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
 from turn_memory.prompts import prompt_sections
+from turn_memory.workers import ToolArgs, ToolError, parse_args, preview
 
 FINISH = "finish_session_segment"
 TOOL_NAMES = ("list_session_segments", "read_session_source", "read_session_memory", "search_session_memory",
               "replace_session_memory", FINISH)
 
 
-class ToolError(Exception):
+
+
+class ListArgs(ToolArgs):
     pass
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ListArgs(_Args):
-    pass
-
-
-class _Selection(_Args):
+class _Selection(ToolArgs):
     ids: list[str] | None = None
     from_: str | None = Field(None, alias="from")
     to: str | None = None
@@ -57,24 +51,24 @@ class ReadMemoryArgs(_Selection):
     pass
 
 
-class SearchArgs(_Args):
+class SearchArgs(ToolArgs):
     query: str = Field(min_length=1)
     limit: int = Field(10, ge=1, le=50)
 
 
-class NodeArg(_Args):
+class NodeArg(ToolArgs):
     role: Literal["user", "assistant"]
     content: str
 
 
-class ReplaceArgs(_Args):
+class ReplaceArgs(ToolArgs):
     expected_revision: int
     from_: str = Field(alias="from")
     to: str | None = None
     nodes: list[NodeArg] = Field(min_length=1)
 
 
-class FinishArgs(_Args):
+class FinishArgs(ToolArgs):
     pass
 
 
@@ -110,30 +104,6 @@ def tool_specs() -> list[dict[str, Any]]:
     return [{"name": n, "description": descriptions[n].strip(), "parameters": _SCHEMAS[n]} for n in TOOL_NAMES]
 
 
-def _parse(model: type[_Args], args: Any) -> Any:
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc}") from None
-    try:
-        return model.model_validate(args or {})
-    except ValidationError as exc:
-        details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        raise ToolError(f"invalid arguments: {details}") from None
-
-
-def _preview(text: str, limit: int = 120) -> str:
-    # catalogs preview every node on every call, and a node can be many KB: collapse the
-    # whitespace of a head first; when that is already longer than the limit it is a
-    # prefix of the whole text's collapsed form, so the preview is the same
-    head = text[: 4 * limit]
-    flat = " ".join(head.split())
-    if len(flat) <= limit and len(head) < len(text):
-        flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 @dataclass
 class SourceNode:
     id: str
@@ -155,18 +125,18 @@ class SessionTools:
 
     def call(self, name: str, args: Any) -> str:
         if name == "list_session_segments":
-            _parse(ListArgs, args)
+            parse_args(ListArgs, args)
             return self.segment_catalog()
         if name == "read_session_source":
-            return self._read_source(_parse(ReadSourceArgs, args))
+            return self._read_source(parse_args(ReadSourceArgs, args))
         if name == "read_session_memory":
-            return self._read_memory(_parse(ReadMemoryArgs, args))
+            return self._read_memory(parse_args(ReadMemoryArgs, args))
         if name == "search_session_memory":
-            return self._search(_parse(SearchArgs, args))
+            return self._search(parse_args(SearchArgs, args))
         if name == "replace_session_memory":
-            return self._replace(_parse(ReplaceArgs, args))
+            return self._replace(parse_args(ReplaceArgs, args))
         if name == FINISH:
-            _parse(FinishArgs, args)
+            parse_args(FinishArgs, args)
             if not self.editor.segment_done(self.assigned):
                 raise ToolError(f"segment S{self.assigned} is not covered yet: replace its placeholder "
                                 f"P{self.assigned} with memory nodes first")
@@ -195,18 +165,18 @@ class SessionTools:
             turns = f"turns {seg.turns[0]}-{seg.turns[-1]}" if seg.turns else "no complete turn"
             parts = self._catalog_lines[seg.index] = (
                 f"- {seg.id} · {turns} · {len(nodes)} nodes · ~{seg.tokens} tokens",
-                f"first: {_preview(nodes[0].text, 60)} · last: {_preview(nodes[-1].text, 60)}")
+                f"first: {preview(nodes[0].text, 60)} · last: {preview(nodes[-1].text, 60)}")
         return parts
 
     def source_catalog(self, segment: int) -> str:
-        return "\n".join(f"- {n.id} · {n.role} · {_preview(n.text)}" for n in self.sources[segment])
+        return "\n".join(f"- {n.id} · {n.role} · {preview(n.text)}" for n in self.sources[segment])
 
     def memory_catalog(self, nodes: list[MemoryNode] | None = None) -> str:
         nodes = self.editor.nodes if nodes is None else nodes
         lines = [f"Working checkpoint, revision {self.editor.revision}:"]
         for n in nodes:
             prov = ",".join(f"S{s}" for s in sorted(n.segments))
-            lines.append(f"- {n.id} · {n.role} · from {prov}{' · placeholder' if n.placeholder else ''} · {_preview(n.text)}")
+            lines.append(f"- {n.id} · {n.role} · from {prov}{' · placeholder' if n.placeholder else ''} · {preview(n.text)}")
         return "\n".join(lines)
 
     # -- reads -------------------------------------------------------------------------
@@ -270,7 +240,7 @@ class SessionTools:
         out = []
         for n in hits[: args.limit]:
             at = n.text.lower().find(terms[0])
-            out.append(f"- {n.id} · {n.role} · …{_preview(n.text[max(0, at - 60): at + 160], 220)}")
+            out.append(f"- {n.id} · {n.role} · …{preview(n.text[max(0, at - 60): at + 160], 220)}")
         more = f"\n({len(hits) - args.limit} more)" if len(hits) > args.limit else ""
         return "\n".join(out) + more
 

@@ -8,13 +8,13 @@ text and live in `prompts/turn-worker-tools.md`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from turn_memory.prompts import prompt_sections
+from turn_memory.workers import ToolArgs, ToolError, parse_args, preview
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
 
 FINISH = "finish_turn_compression"
@@ -22,19 +22,13 @@ TOOL_NAMES = ("list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", FINISH
 MAX_READ_IDS = 64
 
 
-class ToolError(Exception):
+
+
+class ListArgs(ToolArgs):
     pass
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ListArgs(_Args):
-    pass
-
-
-class ReadArgs(_Args):
+class ReadArgs(ToolArgs):
     ids: list[str] | None = None
     from_: str | None = Field(None, alias="from")
     to: str | None = None
@@ -49,18 +43,18 @@ class ReadArgs(_Args):
         return self
 
 
-class NodeArg(_Args):
+class NodeArg(ToolArgs):
     role: Literal["user", "assistant", "tool"]
     content: str
 
 
-class ReplaceArgs(_Args):
+class ReplaceArgs(ToolArgs):
     from_: str = Field(alias="from")
     to: str | None = None
     nodes: list[NodeArg] = Field(min_length=1)
 
 
-class FinishArgs(_Args):
+class FinishArgs(ToolArgs):
     pass
 
 
@@ -106,26 +100,6 @@ def tool_specs() -> list[dict[str, Any]]:
     return [{"name": name, "description": descriptions[name].strip(), "parameters": _SCHEMAS[name]} for name in TOOL_NAMES]
 
 
-def _parse(model: type[_Args], args: Any) -> Any:
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc}") from None
-    if args is None:
-        args = {}
-    try:
-        return model.model_validate(args)
-    except ValidationError as exc:
-        details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
-        raise ToolError(f"invalid arguments: {details}") from None
-
-
-def _preview(text: str, limit: int = 140) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 def _kind(node: WorkingNode) -> str:
     if node.original is None:
         return "rewritten"
@@ -145,7 +119,7 @@ def catalog(editor: TurnNodeEditor, *, previews: bool) -> str:
         state = "changed" if node.changed else "unchanged"
         line = f"- {node.id} · {node.role} · {_kind(node)} · {state} · capacity {node.capacity}"
         if previews:
-            line += f" · {_preview(node.text)}"
+            line += f" · {preview(node.text)}"
         lines.append(line)
     return "\n".join(lines)
 
@@ -158,14 +132,14 @@ class WorkerTools:
     def call(self, name: str, args: Any) -> str:
         """Run one tool; raises ToolError (editor unchanged) on any invalid call."""
         if name == "list_turn_nodes":
-            _parse(ListArgs, args)
+            parse_args(ListArgs, args)
             return catalog(self.editor, previews=True)
         if name == "read_turn_nodes":
-            return self._read(_parse(ReadArgs, args))
+            return self._read(parse_args(ReadArgs, args))
         if name == "replace_turn_nodes":
-            return self._replace(_parse(ReplaceArgs, args))
+            return self._replace(parse_args(ReplaceArgs, args))
         if name == FINISH:
-            _parse(FinishArgs, args)
+            parse_args(FinishArgs, args)
             problems = self.editor.final_problems()
             if problems:
                 raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))

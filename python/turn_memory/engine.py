@@ -68,8 +68,12 @@ class Engine:
             raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}")) from exc
         self._peers[peer.identity] = (dialect, config)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
-        wait_ms = int((config.turns.landingWaitS + 10) * 1000) if config.turns.enabled else 2000
-        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED, preStepTimeoutMs=wait_ms)
+        # the pre-step may hold the step for a landing wait and, at pressure, a whole compaction
+        # (as stock compaction-basic does); past that the shim lets the step go on without it
+        wait_s = 2.0 + (config.turns.landingWaitS if config.turns.enabled else 0.0) \
+            + (config.compaction.workerTimeoutS if config.compaction.auto else 0.0)
+        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED,
+                           preStepTimeoutMs=int(wait_s * 1000))
 
     # -- messages ----------------------------------------------------------------------
     def is_inline(self, method: str) -> bool:

@@ -83,8 +83,13 @@ export class Bridge {
     this.#send({ v: PROTOCOL, kind: 'notify', method, params }, payload).catch(() => {});
   }
 
-  /** Call the engine. Every call has a timeout; an abort signal cancels it remotely. */
-  call(method, params, { payload, timeoutMs = 5000, signal, onStream, handshake = false } = {}) {
+  /**
+   * Call the engine. Every call has a timeout; an abort signal cancels it remotely. A long
+   * call may set `liveness` ({everyMs, withinMs}): the engine is pinged while the call runs,
+   * and the call fails at once if a ping goes unanswered — a hung engine must not hold a
+   * step for the whole of a long timeout.
+   */
+  call(method, params, { payload, timeoutMs = 5000, signal, onStream, handshake = false, liveness } = {}) {
     if (!this.#sock || (!this.ready && !handshake)) {
       return Promise.reject(new EngineUnavailableError('turn-memory engine is unavailable'));
     }
@@ -93,6 +98,7 @@ export class Bridge {
     return new Promise((resolve, reject) => {
       const finish = () => {
         clearTimeout(entry.timer);
+        clearInterval(probe);
         signal?.removeEventListener('abort', onAbort);
         this.#pending.delete(id);
       };
@@ -112,6 +118,13 @@ export class Bridge {
         }, timeoutMs),
       };
       this.#pending.set(id, entry);
+      const probe = liveness && setInterval(() => {
+        this.call('ping', {}, { timeoutMs: liveness.withinMs }).catch((error) => {
+          if (!this.#pending.has(id)) return;
+          this.#send({ v: PROTOCOL, kind: 'cancel', id }).catch(() => {});
+          entry.reject(new EngineUnavailableError(`turn-memory engine stopped answering during ${method}: ${error.message}`));
+        });
+      }, liveness.everyMs);
       if (signal?.aborted) return onAbort();
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#send({ v: PROTOCOL, kind: 'call', id, method, params }, payload).catch(entry.reject);

@@ -125,7 +125,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
           // the engine may land the previous turn's compression here, before this step starts
           await this._call('turn.preStep', {
             sessionId: agent.session.id, logLength: agent.session.seq, turn, step, agentOptions: this._agentOptions(agent),
-          }, { timeoutMs: this._preStepTimeoutMs, signal });
+          }, { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
         } catch (error) {
           this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
         }
@@ -140,7 +140,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
         // the engine compacts once per turn and says whether the request is worth replaying
         const answer = await this._call('compact.overflow', {
           sessionId: agent.session.id, logLength: agent.session.seq, turn, agentOptions: this._agentOptions(agent),
-        }, { timeoutMs: this.settings.manualTimeoutMs, signal });
+        }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() });
         if (answer?.retry) return { kind: 'retry' };
       } catch (error) {
         this.ctx.logger.warn(`turn-memory overflow recovery skipped: ${error.message}`);
@@ -193,6 +193,11 @@ export default class TurnMemoryEngine extends CompactionEngine {
     return answer.result;
   }
 
+  /** Long calls ping the engine every 5 s; 10 s without an answer means it hung. */
+  _liveness() {
+    return { everyMs: 5000, withinMs: Math.max(this.settings.hookTimeoutMs, 10000) };
+  }
+
   _agentOptions(agent) {
     const { provider, model } = agent.options ?? {};
     return { ...(provider ? { provider } : {}), ...(model ? { model } : {}) };
@@ -204,7 +209,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     try {
       return await this._call('compact.ifNeeded', {
         sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: this._agentOptions(agent),
-      }, { timeoutMs: this.settings.manualTimeoutMs, signal }); // it may run a whole compaction
+      }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() }); // may run a whole compaction
     } catch (error) {
       this.ctx.logger.warn(`turn-memory compactIfNeeded skipped: ${error.message}`);
       return null;
@@ -248,7 +253,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     try {
       return await this._call('compact.now', {
         sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: this._agentOptions(agent),
-      }, { timeoutMs: this.settings.manualTimeoutMs, signal });
+      }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() });
     } catch (error) {
       if (error instanceof ManualCompactionError) throw error;
       if (signal.aborted) throw new ManualCompactionError('cancelled', 'manual compaction was cancelled', { cause: error });

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 import pytest
@@ -51,3 +53,32 @@ def test_engine_killed_then_back(home, fake, tmp_path):
     (tx,) = transactions(events)
     assert tx[0]["seq"] >= down["eventsAfter"]
     reload(events)
+
+
+FREEZE = [sys.executable, "-c", (
+    "import os, signal, sys, time, pathlib\n"
+    "p = pathlib.Path(sys.argv[1])\n"
+    "deadline = time.time() + 30\n"
+    "while not p.exists() and time.time() < deadline: time.sleep(0.05)\n"
+    "time.sleep(0.5)\n"
+    "os.kill(int(p.read_text()), signal.SIGSTOP)\n")]
+
+
+def test_a_hung_engine_holds_no_step_for_long(home, fake, tmp_path):
+    """A frozen engine (alive, not answering): the next steps and /compact go on within the
+    liveness bound instead of waiting for their long timeouts."""
+    pid_file = tmp_path / "engine.pid"
+    home.extra_env["TURN_MEMORY_PID_FILE"] = str(pid_file)
+    for i in range(3):
+        fake.push("turn", f"Answer {i}.")
+    try:
+        run = home.run([*turn_tasks(1), {"exec": [*FREEZE, str(pid_file)]}, "Second question while it hangs.",
+                        "/compact"], timeout=120)
+        assert run.returncode == 0, (run.records, run.stderr[-2000:])
+        second = run.tasks()[1]
+        assert second["reason"]["kind"] == "completed" and second["ms"] < 30000, second
+        (compact,) = run.commands()
+        assert compact["result"]["kind"] == "error" and compact["ms"] < 30000, compact
+    finally:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGCONT)

@@ -197,10 +197,6 @@ class LlmStreamParams(_Model):
     withToolHistory: bool = True
 
 
-class LlmStreamChunks(_Model):
-    chunks: list[dict[str, Any]]
-
-
 class WorkerRunParams(_Model):
     """Run one compression worker (fork or spawn of the session's agent) until it ends."""
 
@@ -214,14 +210,6 @@ class WorkerRunParams(_Model):
     tools: list[dict[str, Any]]
     maxRequests: int
     label: str = ""
-
-
-class WorkerRunResult(_Model):
-    model_config = ConfigDict(extra="allow")
-    #: how the worker's run ended, as the host reported it
-    stop: str
-    requests: int = 0
-    detail: str | None = None
 
 
 class MeasureParams(_Model):
@@ -336,8 +324,3 @@ ENGINE_CALLS: dict[str, type[BaseModel]] = {
     "worker.run": WorkerRunParams,
     "session.measure": MeasureParams,
 }
-
-
-def call_envelope(call_id: str, method: str, params: BaseModel) -> dict[str, Any]:
-    return {"v": PROTOCOL_VERSION, "kind": "call", "id": call_id, "method": method,
-            "params": params.model_dump(mode="json", exclude_none=True)}

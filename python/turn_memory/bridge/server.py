@@ -21,6 +21,7 @@ import zmq.asyncio
 from pydantic import BaseModel, ValidationError
 
 from turn_memory.bridge.protocol import (
+    ENGINE_CALLS,
     PROTOCOL_VERSION,
     SHIM_MESSAGE,
     Cancel,
@@ -118,6 +119,8 @@ class BridgeServer:
     async def call(self, peer: Peer, method: str, params: BaseModel, *, payload: bytes | None = None,
                    timeout: float = 30.0, on_stream: Callable[[dict[str, Any]], None] | None = None) -> Any:
         """Call the shim; raises RemoteError, ShimTimeout or asyncio.CancelledError (after cancelling remotely)."""
+        if not isinstance(params, ENGINE_CALLS[method]):  # every engine->shim call is declared once
+            raise TypeError(f"{method} takes {ENGINE_CALLS[method].__name__}, not {type(params).__name__}")
         call_id = f"e{next(self._ids)}"
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = _Pending(future, on_stream)

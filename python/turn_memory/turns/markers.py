@@ -40,8 +40,3 @@ def is_host_context(message: dict[str, Any]) -> bool:
     """Host/plugin scaffolding in the user role (runtime-context snapshots…): not human intent."""
     source = message.get("source") or {}
     return message.get("role") == "user" and source.get("kind") == "plugin" and source.get("plugin") != PLUGIN
-
-
-def is_runtime_snapshot(message: dict[str, Any]) -> bool:
-    source = message.get("source") or {}
-    return source.get("kind") == "plugin" and source.get("plugin") == SNAPSHOT_PLUGIN

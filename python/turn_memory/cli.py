@@ -7,6 +7,7 @@ import sys
 
 from turn_memory import __version__
 from turn_memory.demo import add_demo_commands
+from turn_memory.inspect_log import add_inspect_commands
 from turn_memory.install.commands import add_install_commands
 from turn_memory.serve import add_serve_commands
 
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_commands(sub)
     add_install_commands(sub)
     add_demo_commands(sub)
+    add_inspect_commands(sub)
     return parser
 
 

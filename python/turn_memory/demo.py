@@ -137,8 +137,8 @@ def run_demo(args: argparse.Namespace) -> int:
         print("      the checkpoint the model now sees first:")
         for line in report["checkpoint"].splitlines():
             print("        | " + line)
-        print(f"      session log (nothing deleted, {report['events']} events): "
-              f"{home.root / 'sessions'}  engine log: {root / 'turn-memory-engine.log'}")
+        print(f"      session log (nothing deleted, {report['events']} events): {home.root / 'sessions'}")
+        print(f"      engine log: {root / 'turn-memory-engine.log'}; per-turn view: turn-memory inspect --dsh-home {root}")
         if args.json:
             print(json.dumps({"session": run.session_id, **report}))
         return 0

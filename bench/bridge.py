@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ try:
 except ImportError:  # running with a Python that has not pip-installed the project
     sys.path.insert(0, str(PYTHON_SRC))
 
+from machine import python_info  # noqa: E402
 from turn_memory.devtools.runtime import ensure_runtime  # noqa: E402
 
 
@@ -41,23 +41,6 @@ def ensure_zeromq(zeromq_modules: Path | None) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(zeromq_modules / "zeromq", target_is_directory=True)
     return f"shim-js/node_modules/zeromq -> {zeromq_modules / 'zeromq'}"
-
-
-def python_info() -> str:
-    info = f"python {platform.python_version()}"
-    try:
-        import zmq
-
-        info += f", pyzmq {zmq.pyzmq_version()} (libzmq {zmq.zmq_version()})"
-    except ImportError:
-        pass
-    try:
-        import pydantic
-
-        info += f", pydantic {pydantic.VERSION}"
-    except ImportError:
-        pass
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,6 @@ import gc
 import json
 import logging
 import os
-import platform
 import random
 import re
 import statistics
@@ -47,6 +46,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the in-memory host and the s
 
 from fake_host import FakeHost  # noqa: E402
 from session_builders import SessionBuilder  # noqa: E402
+from machine import machine_info  # noqa: E402
 from turn_memory.bridge.protocol import AgentOptions  # noqa: E402
 from turn_memory.compaction import transaction as tx_  # noqa: E402
 from turn_memory.compaction.policy import select_pressure_range  # noqa: E402
@@ -284,18 +284,6 @@ def table(head: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     line = lambda c: "  ".join(x.ljust(widths[i]) if i == 0 else x.rjust(widths[i]) for i, x in enumerate(c)).rstrip()  # noqa: E731
     return "\n".join([line(head), "  ".join("-" * w for w in widths), *map(line, rows)])
-
-
-def machine_info() -> str:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{os.cpu_count()} CPUs ({cpu}), {platform.system().lower()}-{platform.machine()}; python {platform.python_version()}"
 
 
 def run(sizes: tuple[int, ...], reps: int) -> dict[str, Any]:

@@ -22,7 +22,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -43,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the turn builders the unit t
 
 from surface_builders import LogBuilder  # noqa: E402
 from turn_builders import Shape, add_turn  # noqa: E402
+from machine import machine_info  # noqa: E402
 from turn_memory.host.dialect import RC8  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.landing.land import validate  # noqa: E402
@@ -492,26 +492,6 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
-
-
-def machine_info() -> str:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        cpu = platform.processor() or "unknown"
-    info = (f"{os.cpu_count()} CPUs ({cpu}), {platform.system().lower()}-{platform.machine()}; "
-            f"python {platform.python_version()}")
-    try:
-        import pydantic
-
-        info += f", pydantic {pydantic.VERSION}"
-    except ImportError:
-        pass
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:

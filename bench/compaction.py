@@ -28,7 +28,6 @@ import asyncio
 import gc
 import json
 import logging
-import os
 import random
 import re
 import statistics

@@ -49,11 +49,12 @@ class Measure:
     source: str  # "meter" | "surface"
 
 
-def context_window(log_: SessionLog) -> int | None:
-    for event in reversed(log_.events):
+def context_window(log_: SessionLog, since: int = 0, known: int | None = None) -> int | None:
+    """The routed model's window from the latest request/context at or after `since`, else `known`."""
+    for event in reversed(log_.events[since:]):
         if event["type"] == "request/context":
             return (event.get("data") or {}).get("contextWindow")
-    return None
+    return known
 
 
 def _header_tokens(log_: SessionLog) -> int:
@@ -112,6 +113,16 @@ class CompactionService:
         self._last: dict[str, LastMeasure] = {}
         #: session -> measured tokens when pressure last could not be relieved
         self._floor: dict[str, int] = {}
+        #: session -> (log length scanned, window): request/context is rare, so never rescan
+        self._windows: dict[str, tuple[int, int | None]] = {}
+
+    def window(self, session: MirroredSession) -> int | None:
+        scanned, known = self._windows.get(session.id, (0, None))
+        if scanned > len(session.log):  # the mirror was reset to a shorter log
+            scanned, known = 0, None
+        window = context_window(session.log, scanned, known)
+        self._windows[session.id] = (len(session.log), window)
+        return window
 
     async def measure(self, session: MirroredSession, measurer: Measurer) -> Measure:
         length, generation = len(session.log), session.log.replace_generation
@@ -134,7 +145,7 @@ class CompactionService:
         cfg = config.compaction
         if not cfg.auto or not session.is_user_session or session.job_lock.locked():
             return
-        window = context_window(session.log)
+        window = self.window(session)
         if not window:
             return  # no routed request yet: nothing to measure against
         threshold = int(window * cfg.thresholdRatio)
@@ -210,7 +221,7 @@ class CompactionService:
         if trigger == "context-overflow":
             selection = select_pressure_range(session.log, surface_prices(session.log), 0)
         else:
-            window = context_window(session.log)
+            window = self.window(session)
             measured = await self.measure(session, measurer) if window else None
             if not window or measured is None or not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
                 return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class CompactionConfig(BaseModel):
@@ -63,9 +63,38 @@ class TurnConfig(BaseModel):
     workerTimeoutS: float = Field(900.0, gt=0)
 
 
+class ThoughtHintsConfig(BaseModel):
+    """One-shot hint requests for long reasoning blocks, read by turn compression (D-014)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    #: a reasoning block shorter than this (characters) gets no hint request
+    minimumChars: int = Field(2000, ge=1)
+    #: DSH llm route; unset: the provider/model the session itself last routed to
+    provider: str | None = None
+    model: str | None = None
+    #: set: call this OpenAI-compatible endpoint (e.g. `http://host:8000/v1`) with the
+    #: `openai` client instead of DSH's llm service; `model` is then required
+    baseUrl: str | None = None
+    #: name of the environment variable that holds the endpoint's key (preferred over apiKey)
+    apiKeyEnv: str | None = None
+    apiKey: str | None = None
+    #: output cap of one hint request
+    maxOutputTokens: int = Field(1024, ge=1)
+    #: bound of one hint request, and of the turn job's wait for its turn's hints
+    timeoutS: float = Field(60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _endpoint_needs_model(self) -> "ThoughtHintsConfig":
+        if self.baseUrl and not self.model:
+            raise ValueError("thoughtHints.baseUrl needs thoughtHints.model (the endpoint's model id)")
+        return self
+
+
 class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     turns: TurnConfig = Field(default_factory=TurnConfig)
+    thoughtHints: ThoughtHintsConfig = Field(default_factory=ThoughtHintsConfig)
     #: engine -> shim call timeout for plan application and flush
     hostCallTimeoutS: float = Field(30.0, gt=0)

@@ -14,6 +14,7 @@ from turn_memory.bridge.protocol import (
     CompactIfNeededParams,
     CompactNowParams,
     CompactRegionParams,
+    ElideExcept,
     ErrorInfo,
     HelloParams,
     HelloResult,
@@ -29,6 +30,7 @@ from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.manual import compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.config import EngineConfig
+from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.landing.port import BridgeHostPort
@@ -39,13 +41,16 @@ log = logging.getLogger("turn_memory.engine")
 
 #: event types the engine never reads the data of: the shim sends only their envelope
 ELIDED = ["assistant/chunk"]
+#: except a reasoning block's block-end (the assembled thought): thought hints start from it
+REASONING_BLOCK_END = ElideExcept(type="assistant/chunk", path=["chunk", "block", "type"], equals="reasoning")
 
 
 class Engine:
     def __init__(self) -> None:
         self.mirror = SessionMirror()
         self.workers = WorkerRegistry()
-        self.turns = TurnService(self.workers)
+        self.hints = HintService()
+        self.turns = TurnService(self.workers, self.hints)
         self.compaction = CompactionService(self.workers)
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
@@ -53,6 +58,7 @@ class Engine:
     async def close(self) -> None:
         """Stop every job before the socket closes: their workers die with DSH anyway, and a
         job must not read the closing socket as a string of failed workers."""
+        self.hints.close()
         drains = [queue.cancel() for queue in self.turns.queues.values()]
         await asyncio.gather(*(d for d in drains if d is not None), return_exceptions=True)
 
@@ -72,7 +78,9 @@ class Engine:
         # (as stock compaction-basic does); past that the shim lets the step go on without it
         wait_s = 2.0 + (config.turns.landingWaitS if config.turns.enabled else 0.0) \
             + (config.compaction.workerTimeoutS if config.compaction.auto else 0.0)
+        hints = config.thoughtHints.enabled and config.turns.enabled
         return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED,
+                           elideExcept=[REASONING_BLOCK_END] if hints else [],
                            preStepTimeoutMs=int(wait_s * 1000))
 
     # -- messages ----------------------------------------------------------------------
@@ -90,10 +98,12 @@ class Engine:
                 return
             session = self.mirror.get(params.sessionId)
             assert session is not None
+            self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
             self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
         elif method == "session.closed":
             assert isinstance(params, SessionClosedParams)
             self.mirror.close(params.sessionId)
+            self.hints.forget_session(params.sessionId)
 
     def on_call(self, peer: Peer, method: str, params: BaseModel, payload: bytes | None) -> Any:
         if method == "ping":

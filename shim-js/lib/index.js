@@ -163,6 +163,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     try {
       const { result } = await this.bridge.open(endpoint, { ...this.hello, secret }, this.settings.startTimeoutMs);
       this.mirror.elide = result?.elide ?? [];
+      this.mirror.elideExcept = result?.elideExcept ?? [];
       this._skipSubagents = result?.skipSubagents ?? true;
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
       this._timeouts = 0;

@@ -9,6 +9,7 @@ export class Mirror {
   #queue = new Map();
   #scheduled = false;
   #elide = new Set();
+  #except = [];
 
   constructor(bridge) {
     this.bridge = bridge;
@@ -16,6 +17,11 @@ export class Mirror {
 
   set elide(types) {
     this.#elide = new Set(types);
+  }
+
+  /** [{type, path, equals}]: events of an elided type the engine still reads whole. */
+  set elideExcept(rules) {
+    this.#except = rules;
   }
 
   entry(sessionId) {
@@ -82,10 +88,21 @@ export class Mirror {
     }
   }
 
-  // The engine says which event types it never reads (live chunks): send their envelope only.
+  // The engine says which event types it never reads (live chunks): send their envelope only,
+  // unless one of its exception rules matches (one field compared, so the mirror stays cheap).
   #slim(event) {
-    return this.#elide.has(event.type) ? { type: event.type, seq: event.seq, time: event.time, data: null } : event;
+    if (!this.#elide.has(event.type)) return event;
+    if (this.#except.some((rule) => rule.type === event.type && valueAt(event.data, rule.path) === rule.equals)) return event;
+    return { type: event.type, seq: event.seq, time: event.time, data: null };
   }
+}
+
+function valueAt(value, path) {
+  for (const key of path) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = value[key];
+  }
+  return value;
 }
 
 function meta(session) {

@@ -37,6 +37,7 @@ class FakeHost:
         self.mirror.receive(None, dialect, SessionEventsParams(sessionId=SESSION, start=0, count=len(events), reset=True),
                             json.dumps(events).encode())
         self.llm_requests: list[LlmRequest] = []
+        self.llm_tool_history: list[bool] = []
         #: each call returns the chunks of one llm reply; may also mutate the host (a concurrent writer)
         self.llm_script: list[Callable[["FakeHost"], list[dict[str, Any]]]] = []
         self.applied: list[list[dict[str, Any]]] = []
@@ -87,8 +88,9 @@ class FakeHost:
             self._forward()
 
     async def llm_stream(self, session_id: str, request: LlmRequest, on_chunks: Callable[[list[dict[str, Any]]], None],
-                         timeout: float) -> None:
+                         timeout: float, with_tool_history: bool = True) -> None:
         self.llm_requests.append(request)
+        self.llm_tool_history.append(with_tool_history)
         step = self.llm_script.pop(0) if self.llm_script else (lambda host: text_reply("SUMMARY"))
         chunks = step(self)
         self._forward()

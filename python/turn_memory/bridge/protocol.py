@@ -45,11 +45,21 @@ class HelloParams(_Model):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+class ElideExcept(_Model):
+    """An event of an elided type is still sent whole when its data at `path` equals `equals`."""
+
+    type: str
+    path: list[str]
+    equals: Any
+
+
 class HelloResult(_Model):
     protocol: int
     engineVersion: str
     #: event types whose data the shim may leave out of the mirror (the engine never reads it)
     elide: list[str] = Field(default_factory=list)
+    #: the few events of those types the engine does read (a long thought's block-end, D-014)
+    elideExcept: list[ElideExcept] = Field(default_factory=list)
     #: do not mirror subagent sessions (the engine only works on user sessions)
     skipSubagents: bool = True
     #: how long the shim lets the engine hold a pre-step (the bounded wait for a landing)

@@ -26,7 +26,8 @@ class HostPort(Protocol):
     async def apply(self, session_id: str, expect: Expectation, events: list[dict[str, Any]], label: str) -> ApplyResult: ...
 
     async def llm_stream(self, session_id: str, request: LlmRequest,
-                         on_chunks: Callable[[list[dict[str, Any]]], None], timeout: float) -> None: ...
+                         on_chunks: Callable[[list[dict[str, Any]]], None], timeout: float,
+                         with_tool_history: bool = True) -> None: ...
 
     async def flush(self, session_id: str) -> None: ...
 
@@ -51,8 +52,10 @@ class BridgeHostPort:
         return ApplyResult.model_validate(result)
 
     async def llm_stream(self, session_id: str, request: LlmRequest,
-                         on_chunks: Callable[[list[dict[str, Any]]], None], timeout: float) -> None:
-        await self._server.call(self._peer, "llm.stream", LlmStreamParams(sessionId=session_id, request=request),
+                         on_chunks: Callable[[list[dict[str, Any]]], None], timeout: float,
+                         with_tool_history: bool = True) -> None:
+        params = LlmStreamParams(sessionId=session_id, request=request, withToolHistory=with_tool_history)
+        await self._server.call(self._peer, "llm.stream", params,
                                 timeout=timeout, on_stream=lambda params: on_chunks(params.get("chunks", [])))
 
     async def flush(self, session_id: str) -> None:

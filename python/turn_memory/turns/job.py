@@ -14,9 +14,11 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from turn_memory.config import TurnConfig
+from turn_memory.hints.section import hints_text
+from turn_memory.hints.service import Hint
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.land import LandingError, land
@@ -50,6 +52,10 @@ class TurnJob:
     #: set when a landing is prepared (or there is nothing left to land)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     landed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: takes the turn's thought hints (bounded wait); None: hints are off
+    take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
+    #: navigation for every worker's prompt (D-014); empty when none came back in time
+    hints: list[Hint] = field(default_factory=list)
     _tools: WorkerTools | None = None
 
     def __post_init__(self) -> None:
@@ -93,6 +99,7 @@ class TurnJob:
         self.positions = positions
         self.editor = TurnNodeEditor(self.turn, originals)
         self._tools = WorkerTools(self.editor, self.config.readLimitChars)
+        self.hints = await self._take_hints()
         if not await self._work():
             log.warning("%s: gave up after %d worker(s) without a finish; the turn stays raw (pending, retried on "
                         "the next start)", self.where, len(self.workers))
@@ -117,6 +124,19 @@ class TurnJob:
             log.warning("%s: skipped: the turn does not start with a user node", self.where)
             return None
         return nodes
+
+    async def _take_hints(self) -> list[Hint]:
+        """The turn's hints, after the pending marker (a restart redoes the turn either way)."""
+        if self.take_hints is None:
+            return []
+        try:
+            hints = await self.take_hints()
+        except Exception as exc:  # hints are optional: never a reason not to compress
+            log.warning("%s: thought hints unavailable: %s", self.where, exc)
+            return []
+        if hints:
+            log.info("%s: %d thought hint(s) go into the worker prompt", self.where, len(hints))
+        return hints
 
     # -- workers -----------------------------------------------------------------------
     async def _work(self) -> bool:
@@ -161,8 +181,8 @@ class TurnJob:
         return render_prompt(
             "turn-compression",
             {"turn": str(self.turn), "node_count": str(len(self.editor.nodes)),
-             "catalog": catalog(self.editor, previews=True)},
-            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0},
+             "catalog": catalog(self.editor, previews=True), "hints": hints_text(self.hints)},
+            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0, "hints": bool(self.hints)},
         )
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:

@@ -13,6 +13,7 @@ import logging
 from typing import Any, Callable
 
 from turn_memory.config import EngineConfig
+from turn_memory.hints.service import HintService
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.landing.port import HostPort
 from turn_memory.turns.job import TurnJob
@@ -24,8 +25,9 @@ log = logging.getLogger("turn_memory.turns")
 
 
 class TurnService:
-    def __init__(self, workers: WorkerRegistry) -> None:
+    def __init__(self, workers: WorkerRegistry, hints: HintService | None = None) -> None:
         self.queues: dict[str, TurnQueue] = {}
+        self.hints = hints
         #: queued and running jobs: (session, turn) -> job
         self.jobs: dict[tuple[str, int], TurnJob] = {}
         self._workers = workers
@@ -52,6 +54,9 @@ class TurnService:
         if existing is not None and not existing.done:
             return False
         job = TurnJob(session, port(), config.turns, turn)
+        if self.hints is not None and config.thoughtHints.enabled:
+            hints, job_port = self.hints, job.port
+            job.take_hints = lambda: hints.take(session, turn, job_port, config.thoughtHints)
         if not queue.enqueue(turn):
             return False
         self.jobs[(session.id, turn)] = job
@@ -65,6 +70,8 @@ class TurnService:
         finally:
             self._workers.remove(job.job_id)
             self.jobs.pop((session_id, turn), None)
+            if self.hints is not None:
+                self.hints.forget(session_id, turn)  # a job that never took them (skipped, no-op)
             if not job.finished:
                 self.queues[session_id].forget(turn)  # a later recovery may retry it
 

@@ -1,0 +1,77 @@
+"""Which reasoning blocks deserve a hint, and how a block is identified. Pure.
+
+A block is known twice: live, from the stream's `block-end` chunk (rc8 persists it as an
+`assistant/chunk` event), and durably, inside the step's `assistant/message`. Both give the
+same key — (turn, step, digest of the text) — so a hint started live is never requested
+again when the turn's durable messages are scanned at turn end or after a restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+HintKey = tuple[int, int, str]
+
+
+@dataclass(frozen=True)
+class ReasoningBlock:
+    turn: int
+    step: int
+    text: str
+
+    @property
+    def key(self) -> HintKey:
+        return (self.turn, self.step, hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:16])
+
+
+def is_long(block: ReasoningBlock, minimum_chars: int) -> bool:
+    return len(block.text.strip()) >= minimum_chars
+
+
+def live_block(event: dict[str, Any]) -> ReasoningBlock | None:
+    """The reasoning block a `block-end` chunk event carries, assembled by the host."""
+    if event.get("type") != "assistant/chunk":
+        return None
+    data = event.get("data")
+    if not isinstance(data, dict):
+        return None  # elided by the shim: not a reasoning block-end
+    chunk = data.get("chunk") or {}
+    block = chunk.get("block") if chunk.get("type") == "block-end" else None
+    if not isinstance(block, dict) or block.get("type") != "reasoning" or not isinstance(block.get("text"), str):
+        return None
+    return ReasoningBlock(int(data["turn"]), int(data["step"]), block["text"])
+
+
+def durable_blocks(events: Sequence[dict[str, Any]], turn: int) -> list[ReasoningBlock]:
+    """Every reasoning block of `turn`'s assistant messages, in log order.
+
+    Scans back from the end only as far as the turn's `turn/start`: a live turn end costs
+    the length of that turn, not of the session.
+    """
+    found: list[ReasoningBlock] = []
+    for event in reversed(events):
+        kind, data = event.get("type"), event.get("data")
+        if not isinstance(data, dict):
+            continue
+        if kind == "turn/start" and data.get("turn") == turn:
+            break
+        if kind != "assistant/message" or data.get("turn") != turn:
+            continue
+        content = (data.get("message") or {}).get("content") or []
+        blocks = [ReasoningBlock(turn, int(data.get("step", 0)), b["text"]) for b in content
+                  if isinstance(b, dict) and b.get("type") == "reasoning" and isinstance(b.get("text"), str)]
+        found[:0] = blocks
+    return found
+
+
+def long_blocks(blocks: Sequence[ReasoningBlock], minimum_chars: int) -> list[ReasoningBlock]:
+    """The blocks worth a hint, once each (a repeated identical block is one hint)."""
+    seen: set[HintKey] = set()
+    out = []
+    for block in blocks:
+        if is_long(block, minimum_chars) and block.key not in seen:
+            seen.add(block.key)
+            out.append(block)
+    return out

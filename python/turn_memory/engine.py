@@ -30,6 +30,7 @@ from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.manual import compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.config import EngineConfig
+from turn_memory.hints.client import warm_up
 from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
@@ -73,6 +74,7 @@ class Engine:
         except ValidationError as exc:
             raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}")) from exc
         self._peers[peer.identity] = (dialect, config)
+        warm_up(config.thoughtHints)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
         # the pre-step may hold the step for a landing wait and, at pressure, a whole compaction
         # (as stock compaction-basic does); past that the shim lets the step go on without it

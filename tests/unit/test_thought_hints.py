@@ -18,7 +18,7 @@ from turn_memory.bridge.protocol import SessionEventsParams
 from turn_memory.config import EngineConfig, ThoughtHintsConfig
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.hints.client import DshLlmHints, EndpointHints, HintFailed, make_client
-from turn_memory.hints.detect import ReasoningBlock, durable_blocks, live_block, long_blocks
+from turn_memory.hints.detect import ReasoningBlock, durable_blocks, live_block, long_blocks, open_turn_blocks
 from turn_memory.hints.section import hints_text
 from turn_memory.hints.service import Hint, HintService
 from turn_memory.host.dialect import RC8, V02
@@ -116,6 +116,15 @@ def test_durable_blocks_are_the_turns_own_and_match_the_live_key(dialect):
     assert durable_blocks(b.events, 3) == []
 
 
+def test_open_turn_blocks_only_while_the_turn_is_open():
+    b = LogBuilder(RC8)
+    add_turn(b, Shape())
+    assert open_turn_blocks(b.events) == []  # ended
+    assert [x.turn for x in open_turn_blocks(b.events[:-1])] == [1]
+    add_turn(b, Shape(steps=[(0, False, False)]))
+    assert open_turn_blocks(b.events[:-1]) == []  # turn 2 is open and has not reasoned
+
+
 def test_threshold_and_duplicates():
     long, short = ReasoningBlock(1, 1, "x" * 100), ReasoningBlock(1, 2, "x" * 99)
     assert long_blocks([long, short, long], 100) == [long]
@@ -167,6 +176,23 @@ def test_after_a_restart_the_job_requests_hints_from_the_durable_messages():
 
     taken = run(scenario())
     assert [c[1] for c in client.calls] == [THOUGHT] and [h.text for h in taken] == [client.reply]
+
+
+def test_an_engine_connecting_mid_turn_catches_up_on_the_open_turns_thoughts():
+    host, client, config = reasoning_turn_host(), Scripted(), cfg()
+    hints = HintService(client.factory)
+
+    async def scenario():
+        host.host_append("assistant/chunk", {"turn": 1, "step": 2, "chunk": block_end("later thought " * 20)})
+        forward(host, [hints], config, reset=True)  # the whole log, turn 1 still open
+        await asyncio.sleep(0.01)
+        assert sorted(c[1][:5] for c in client.calls) == ["I sus", "later"]
+        host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        forward(host, [hints], config)
+        await asyncio.sleep(0.01)
+        assert len(client.calls) == 2  # nothing requested twice
+
+    run(scenario())
 
 
 def test_turn_end_starts_hints_an_adapter_never_ended_live():

@@ -8,6 +8,8 @@ or any OpenAI-compatible endpoint through the `openai` client when `baseUrl` is 
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import os
 from dataclasses import dataclass
 from typing import Protocol
@@ -103,3 +105,9 @@ def make_client(config: ThoughtHintsConfig, port: HostPort, session_id: str, log
     # an explicit config route wins over the session's
     provider, model = config.provider or provider, config.model or model
     return DshLlmHints(port, session_id, provider, model, config.maxOutputTokens, config.timeoutS)
+
+
+def warm_up(config: ThoughtHintsConfig) -> None:
+    """Import the `openai` client off the event loop now (about a second), not at the first thought."""
+    if config.enabled and config.baseUrl:
+        asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "openai")

@@ -44,6 +44,35 @@ def live_block(event: dict[str, Any]) -> ReasoningBlock | None:
     return ReasoningBlock(int(data["turn"]), int(data["step"]), block["text"])
 
 
+def _message_blocks(data: dict[str, Any]) -> list[ReasoningBlock]:
+    content = (data.get("message") or {}).get("content") or []
+    return [ReasoningBlock(int(data["turn"]), int(data.get("step", 0)), b["text"]) for b in content
+            if isinstance(b, dict) and b.get("type") == "reasoning" and isinstance(b.get("text"), str)]
+
+
+def open_turn_blocks(events: Sequence[dict[str, Any]]) -> list[ReasoningBlock]:
+    """The finished reasoning blocks of the turn still open at the end of `events`, if any.
+
+    For an engine that connects mid-turn: the whole log arrives as one replay, and the open
+    turn's thoughts are still worth indexing before its end.
+    """
+    found: list[ReasoningBlock] = []
+    for event in reversed(events):
+        kind, data = event.get("type"), event.get("data")
+        if kind == "turn/end":
+            return []
+        if not isinstance(data, dict):
+            continue
+        if kind == "turn/start":
+            return [b for b in found if b.turn == data.get("turn")]
+        block = live_block(event)
+        if block is not None:
+            found.insert(0, block)
+        elif kind == "assistant/message" and isinstance(data.get("turn"), int):
+            found[:0] = _message_blocks(data)
+    return []
+
+
 def durable_blocks(events: Sequence[dict[str, Any]], turn: int) -> list[ReasoningBlock]:
     """Every reasoning block of `turn`'s assistant messages, in log order.
 
@@ -57,12 +86,8 @@ def durable_blocks(events: Sequence[dict[str, Any]], turn: int) -> list[Reasonin
             continue
         if kind == "turn/start" and data.get("turn") == turn:
             break
-        if kind != "assistant/message" or data.get("turn") != turn:
-            continue
-        content = (data.get("message") or {}).get("content") or []
-        blocks = [ReasoningBlock(turn, int(data.get("step", 0)), b["text"]) for b in content
-                  if isinstance(b, dict) and b.get("type") == "reasoning" and isinstance(b.get("text"), str)]
-        found[:0] = blocks
+        if kind == "assistant/message" and data.get("turn") == turn:
+            found[:0] = _message_blocks(data)
     return found
 
 

@@ -17,7 +17,15 @@ from typing import Any, Callable
 
 from turn_memory.config import EngineConfig, ThoughtHintsConfig
 from turn_memory.hints.client import HintClient, make_client
-from turn_memory.hints.detect import HintKey, ReasoningBlock, durable_blocks, is_long, live_block, long_blocks
+from turn_memory.hints.detect import (
+    HintKey,
+    ReasoningBlock,
+    durable_blocks,
+    is_long,
+    live_block,
+    long_blocks,
+    open_turn_blocks,
+)
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import render_prompt
@@ -49,8 +57,13 @@ class HintService:
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig) -> None:
         hints = config.thoughtHints
-        # a reset replays the whole log: old blocks are recovered by their turn's job, if any
-        if reset or not hints.enabled or not config.turns.enabled or not session.is_user_session:
+        if not hints.enabled or not config.turns.enabled or not session.is_user_session:
+            return
+        if reset:
+            # a replay of the whole log (the engine connected or reconnected): ended turns are
+            # recovered by their jobs; the open turn's finished thoughts are indexed now
+            for block in long_blocks(open_turn_blocks(session.log.events), hints.minimumChars):
+                self.start(session, block, port(), hints, "caught up after connecting")
             return
         for event in events:
             block = live_block(event)

@@ -370,3 +370,23 @@ def test_the_job_waits_for_the_turns_hints_and_lands_either_way(client, in_promp
     nodes = turn_nodes(host.log, 1)
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)  # landed, hint or not
     assert hints.started(SESSION, 1) == []
+
+
+# -- the handshake: the shim keeps exactly the reasoning block-ends, and only when hints are on --
+@pytest.mark.parametrize("policy,kept", [({}, True), ({"thoughtHints": {"enabled": False}}, False),
+                                         ({"turns": {"enabled": False}}, False)])
+def test_the_handshake_asks_the_shim_to_keep_reasoning_block_ends(policy, kept):
+    from turn_memory.bridge.protocol import HelloParams
+    from turn_memory.bridge.server import Peer
+    from turn_memory.engine import Engine
+
+    hello = HelloParams(protocol=1, dshVersion="0.1.0-rc.8", dialect="rc8", secret="s", pid=1,
+                        checkpointSource={"kind": "plugin", "plugin": "compact", "compactionId": "probe"}, config=policy)
+    result = asyncio.run(_hello(Engine(), Peer(b"p"), hello))
+    assert result.elide == ["assistant/chunk"]
+    rules = [r.model_dump() for r in result.elideExcept]
+    assert rules == ([{"type": "assistant/chunk", "path": ["chunk", "block", "type"], "equals": "reasoning"}] if kept else [])
+
+
+async def _hello(engine, peer, hello):
+    return engine.on_hello(peer, hello)

@@ -7,6 +7,7 @@ from typing import Callable
 
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
+from turn_memory.memory_tools import session_history
 from turn_memory.memory_tools.registry import PublicTool
 
 
@@ -20,7 +21,7 @@ class ContextSection:
 
 
 def public_tools() -> list[PublicTool]:
-    return []
+    return [session_history.TOOL]
 
 
 def context_sections() -> list[ContextSection]:

@@ -91,10 +91,20 @@ class ThoughtHintsConfig(BaseModel):
         return self
 
 
+class SessionHistoryConfig(BaseModel):
+    """The public `read_session_history` tool (design D-017)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
+    #: characters one read of a turn returns; a longer turn continues with `offset`
+    maxReadChars: int = Field(160000, ge=1000)
+
+
 class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     turns: TurnConfig = Field(default_factory=TurnConfig)
     thoughtHints: ThoughtHintsConfig = Field(default_factory=ThoughtHintsConfig)
+    sessionHistory: SessionHistoryConfig = Field(default_factory=SessionHistoryConfig)
     #: engine -> shim call timeout for plan application and flush
     hostCallTimeoutS: float = Field(30.0, gt=0)

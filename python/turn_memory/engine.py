@@ -21,20 +21,26 @@ from turn_memory.bridge.protocol import (
     OverflowParams,
     PingParams,
     PreStepParams,
+    PreStepResult,
+    PublicToolParams,
+    ToolResult,
     SessionClosedParams,
     SessionEventsParams,
     WorkerToolParams,
-    WorkerToolResult,
 )
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.manual import compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
+from turn_memory.prompts import PromptError
 from turn_memory.config import EngineConfig
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
+from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import BridgeHostPort
+from turn_memory.memory_tools.catalog import context_sections, public_tools
+from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import WorkerRegistry
 
@@ -53,6 +59,8 @@ class Engine:
         self.hints = HintService()
         self.turns = TurnService(self.workers, self.hints)
         self.compaction = CompactionService(self.workers)
+        self.public_tools = PublicTools(public_tools())
+        self.contexts = context_sections()
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
 
@@ -81,9 +89,14 @@ class Engine:
         wait_s = 2.0 + (config.turns.landingWaitS if config.turns.enabled else 0.0) \
             + (config.compaction.workerTimeoutS if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
+        try:
+            tools = self.public_tools.specs(config)
+        except PromptError as exc:
+            raise RemoteError(ErrorInfo(code="prompt", message=str(exc))) from exc
         return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED,
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
-                           preStepTimeoutMs=int(wait_s * 1000))
+                           preStepTimeoutMs=int(wait_s * 1000), publicTools=tools,
+                           contextSections=[c.name for c in self.contexts if c.enabled(config)])
 
     # -- messages ----------------------------------------------------------------------
     def is_inline(self, method: str) -> bool:
@@ -130,7 +143,10 @@ class Engine:
         if method == "worker.tool":
             assert isinstance(params, WorkerToolParams)
             answer = self.workers.call(params.jobId, params.workerId, params.tool, params.args)
-            return WorkerToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude)
+            return ToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude, image=answer.image)
+        if method == "tool.call":
+            assert isinstance(params, PublicToolParams)
+            return self._public_tool(peer, params)
         if method == "compact.ifNeeded":
             assert isinstance(params, CompactIfNeededParams)
             session = self._session(params.sessionId)
@@ -143,13 +159,25 @@ class Engine:
             return self._overflow(session, params, peer)
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
-    async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> dict[str, Any]:
+    async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
         await self.turns.pre_step(session, params.turn, params.step, config)
         # never read the surface while a turn rewrite may still replace part of it (D-005)
         if config.compaction.auto and await self.turns.barrier(session.id, config.turns.landingWaitS):
             port = self._port(session.peer)
             await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions)
-        return {}
+        return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
+                                       for c in self.contexts if c.enabled(config)})
+
+    async def _public_tool(self, peer: Peer, params: PublicToolParams) -> ToolResult:
+        session = self.mirror.get(params.sessionId)
+        if session is None or not session.is_user_session:
+            return ToolResult(text="turn-memory does not keep this session's history (it is not a user session "
+                                   "mirrored by this engine)", isError=True)
+        call = PublicCall(session=session, args=params.args, turn=lifecycle_state(session.log.events).open_turn, call_id=params.callId,
+                          agent_options=params.agentOptions, config=self._config(peer), port=self._port(peer))
+        answer = await self.public_tools.call(params.tool, call)
+        log.info("session %s turn %s: %s%s", session.id, call.turn, params.tool, " (error)" if answer.is_error else "")
+        return ToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude, image=answer.image)
 
     async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
         retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),

@@ -47,8 +47,10 @@ def parse_args(model: type[ToolArgs], args: Any) -> Any:
 class ToolAnswer:
     text: str
     is_error: bool = False
-    #: the worker's turn ends with this result (an accepted finish)
+    #: the caller's turn ends with this result (an accepted finish, a hand-off)
     conclude: bool = False
+    #: an ImageAttachmentRef returned to the model as an image block beside the text
+    image: dict[str, Any] | None = None
 
 
 class WorkerJob(Protocol):

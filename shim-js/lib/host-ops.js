@@ -23,6 +23,7 @@ export class HostOps {
       case 'session.resync': return this.resync(params);
       case 'worker.run': return this.workers.run(params, io);
       case 'session.measure': return this.measure(params);
+      case 'agent.followup': return this.followup(params);
       default: throw Object.assign(new Error(`unknown host operation ${method}`), { code: 'unknown-method' });
     }
   }
@@ -97,6 +98,14 @@ export class HostOps {
     }
   }
 
+  /** An ordinary follow-up turn, named by the engine so it can find it in the log later. */
+  followup({ sessionId, id, content, source }) {
+    const agent = this.mirror.entry(sessionId)?.agent;
+    if (!agent) throw Object.assign(new Error(`session ${sessionId} has no live agent`), { code: 'unknown-session' });
+    agent.followup(deepFreeze({ id, role: 'user', content, source }));
+    return { result: {} };
+  }
+
   async flush({ sessionId }) {
     await this.ctx.sessions.flush(this.#session(sessionId));
     return { result: {} };
@@ -106,4 +115,12 @@ export class HostOps {
     this.mirror.reset(sessionId);
     return { result: {} };
   }
+}
+
+function deepFreeze(value) {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
 }

@@ -13,6 +13,7 @@ import { Bridge, EngineCallError } from './bridge.js';
 import { EngineProcess } from './engine-process.js';
 import { HostOps } from './host-ops.js';
 import { Mirror } from './mirror.js';
+import { PublicTools, routeOf } from './public-tools.js';
 import { Workers, isWorker } from './workers.js';
 
 export const name = 'dsh-turn-memory';
@@ -103,6 +104,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.mirror = new Mirror(this.bridge);
     this.workers = new Workers(ctx, this.mirror, (method, params) => this._call(method, params, { timeoutMs: this.settings.hookTimeoutMs }));
     this.host = new HostOps(ctx, this.mirror, this.workers);
+    this.publicTools = new PublicTools(ctx, (method, params) => this._call(method, params, {
+      timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness(),
+    }));
     this.process = new EngineProcess({
       command: engine.logFile ? [...engine.command, '--log-file', engine.logFile] : engine.command,
       transport: engine.transport,
@@ -114,18 +118,24 @@ export default class TurnMemoryEngine extends CompactionEngine {
 
     ctx.on('agent/created', ({ agent }) => {
       this.workers.setup(agent); // our own children: isolate them (throws only for a worker we did not start)
-      if (!isWorker(agent) && !(this._skipSubagents && agent.session.header?.origin === 'subagent')) this.mirror.track(agent);
+      if (!isWorker(agent) && !(this._skipSubagents && agent.session.header?.origin === 'subagent')) {
+        this.mirror.track(agent);
+        this.publicTools.attach(agent);
+      }
     });
     ctx.on('agent/pre-step', async (payload, next) => {
       const { agent, turn, step, signal } = payload;
       // an engine still booting may hold the previous turn's landing: worth a bounded wait
       if (turn > 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
-      if (this.bridge.ready && this.mirror.entry(agent.session.id)?.agent === agent && !signal.aborted) {
+      const tracked = this.mirror.entry(agent.session.id)?.agent === agent;
+      if (tracked) this.publicTools.setContexts(agent, {});
+      if (this.bridge.ready && tracked && !signal.aborted) {
         try {
           // the engine may land the previous turn's compression here, before this step starts
-          await this._call('turn.preStep', {
-            sessionId: agent.session.id, logLength: agent.session.seq, turn, step, agentOptions: this._agentOptions(agent),
+          const answer = await this._call('turn.preStep', {
+            sessionId: agent.session.id, logLength: agent.session.seq, turn, step, agentOptions: routeOf(agent),
           }, { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
+          this.publicTools.setContexts(agent, answer?.contexts);
         } catch (error) {
           this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
         }
@@ -139,7 +149,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       try {
         // the engine compacts once per turn and says whether the request is worth replaying
         const answer = await this._call('compact.overflow', {
-          sessionId: agent.session.id, logLength: agent.session.seq, turn, agentOptions: this._agentOptions(agent),
+          sessionId: agent.session.id, logLength: agent.session.seq, turn, agentOptions: routeOf(agent),
         }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() });
         if (answer?.retry) return { kind: 'retry' };
       } catch (error) {
@@ -167,6 +177,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this._skipSubagents = result?.skipSubagents ?? true;
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
       this._timeouts = 0;
+      this.publicTools.configure(result ?? {}, [...this.mirror.tracked.values()].map((e) => e.agent));
       this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);
       this.mirror.resetAll();
       for (const wake of this._waiters.splice(0)) wake();
@@ -199,17 +210,12 @@ export default class TurnMemoryEngine extends CompactionEngine {
     return { everyMs: 5000, withinMs: Math.max(this.settings.hookTimeoutMs, 10000) };
   }
 
-  _agentOptions(agent) {
-    const { provider, model } = agent.options ?? {};
-    return { ...(provider ? { provider } : {}), ...(model ? { model } : {}) };
-  }
-
   /** Pressure/overflow policy lives in the engine; unavailable engine = no compaction. */
   async compactIfNeeded(agent, trigger, signal) {
     if (!this.bridge.ready || signal?.aborted) return null;
     try {
       return await this._call('compact.ifNeeded', {
-        sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: this._agentOptions(agent),
+        sessionId: agent.session.id, logLength: agent.session.seq, trigger, agentOptions: routeOf(agent),
       }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() }); // may run a whole compaction
     } catch (error) {
       this.ctx.logger.warn(`turn-memory compactIfNeeded skipped: ${error.message}`);
@@ -219,7 +225,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
 
   async compactRegion(start, end, agent, signal) {
     return this._call('compact.region', {
-      sessionId: agent.session.id, logLength: agent.session.seq, start, end, agentOptions: this._agentOptions(agent),
+      sessionId: agent.session.id, logLength: agent.session.seq, start, end, agentOptions: routeOf(agent),
     }, { timeoutMs: this.settings.manualTimeoutMs, signal });
   }
 
@@ -253,7 +259,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.host.maintenance.set(sessionId, signal);
     try {
       return await this._call('compact.now', {
-        sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: this._agentOptions(agent),
+        sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: routeOf(agent),
       }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() });
     } catch (error) {
       if (error instanceof ManualCompactionError) throw error;

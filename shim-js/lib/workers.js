@@ -3,35 +3,13 @@
 // tools) with the engine's tools registered in its scope only, so no other agent ever
 // sees them (design D-009, D-018). Tool calls go to the engine; the engine decides.
 // Facts behind every call here: docs/rc8-workers.md.
-import { defineTool } from '@deepseek-ai/dsh-tools';
+import { engineTool } from './engine-tools.js';
 
 const MARKER = 'turnMemoryWorker';
 const SNAPSHOT_PLUGIN = '@deepseek-ai/dsh-system-prompt';
-const TEXT_OUTPUT = {
-  schema: { type: 'object', properties: { text: { type: 'string', required: true } }, additionalProperties: false },
-  render: (_args, value) => [{ type: 'text', text: value.text }],
-};
 
 export function isWorker(agent) {
   return agent.options?.[MARKER] !== undefined;
-}
-
-/** JSON Schema (what the engine declares) -> DSH's tool-parameter DSL (a property map). */
-function dslNode(schema, required) {
-  const node = { type: schema.type };
-  for (const key of ['description', 'enum', 'const']) if (schema[key] !== undefined) node[key] = schema[key];
-  if (schema.type === 'array' && schema.items) node.items = dslNode(schema.items, false);
-  if (schema.type === 'object') {
-    node.properties = dslProperties(schema);
-    node.additionalProperties = schema.additionalProperties ?? false;
-  }
-  if (required) node.required = true;
-  return node;
-}
-
-function dslProperties(schema) {
-  const required = new Set(schema.required ?? []);
-  return Object.fromEntries(Object.entries(schema.properties ?? {}).map(([k, v]) => [k, dslNode(v, required.has(k))]));
 }
 
 export class Workers {
@@ -69,21 +47,8 @@ export class Workers {
 
   #tool(run, spec) {
     const { jobId, workerId } = run.spec;
-    return defineTool({
-      name: spec.name,
-      description: spec.description,
-      parameters: dslProperties(spec.parameters),
-      output: TEXT_OUTPUT,
-      execute: async (args, exec) => {
-        const answer = await this.callEngine('worker.tool', { jobId, workerId, tool: spec.name, args });
-        if (answer.isError) throw new Error(answer.text);
-        if (answer.conclude) {
-          run.finished = true;
-          exec.concludeTurn();
-        }
-        return { text: answer.text };
-      },
-    });
+    return engineTool(this.ctx, spec, (args) => this.callEngine('worker.tool', { jobId, workerId, tool: spec.name, args }),
+      () => { run.finished = true; });
   }
 
   /** Engine call `worker.run`: start the child, wait for it to end, always dispose it. */

@@ -53,6 +53,13 @@ class ElideExcept(_Model):
     equals: Any
 
 
+class ToolSpec(_Model):
+    name: str
+    description: str
+    #: JSON Schema of the arguments object
+    parameters: dict[str, Any]
+
+
 class HelloResult(_Model):
     protocol: int
     engineVersion: str
@@ -64,6 +71,11 @@ class HelloResult(_Model):
     skipSubagents: bool = True
     #: how long the shim lets the engine hold a pre-step (the bounded wait for a landing)
     preStepTimeoutMs: int = 2000
+    #: public memory tools the shim registers on every user agent (calls come back as `tool.call`)
+    publicTools: list[ToolSpec] = Field(default_factory=list)
+    #: named runtime-context sections the shim registers on every user agent; their text is
+    #: whatever the last `turn.preStep` answer said for that agent (empty = no section)
+    contextSections: list[str] = Field(default_factory=list)
 
 
 class AgentOptions(_Model):
@@ -114,11 +126,32 @@ class WorkerToolParams(_Model):
     args: Any = None
 
 
-class WorkerToolResult(_Model):
+class ToolResult(_Model):
+    """What a tool call (worker or public) returns to the model."""
+
     text: str
     isError: bool = False
-    #: the worker's turn ends with this result (an accepted finish)
+    #: the calling agent's turn ends with this result (an accepted finish, a hand-off)
     conclude: bool = False
+    #: an ImageAttachmentRef the shim verifies through the attachment service and returns
+    #: as an image block beside the text
+    image: dict[str, Any] | None = None
+
+
+class PublicToolParams(_Model):
+    """A user agent called one of turn-memory's public memory tools."""
+
+    sessionId: str
+    tool: str
+    #: as the model sent them: an object, or a raw string when they were not valid JSON
+    args: Any = None
+    callId: str | None = None
+    agentOptions: AgentOptions = Field(default_factory=AgentOptions)
+
+
+class PreStepResult(_Model):
+    #: text of each of the hello's `contextSections` for this step ('' = absent)
+    contexts: dict[str, str] = Field(default_factory=dict)
 
 
 class OverflowParams(_Model):
@@ -228,6 +261,17 @@ class MeasureParams(_Model):
     sessionId: str
 
 
+class FollowupParams(_Model):
+    """Queue an ordinary follow-up turn on the session's agent (`Agent.followup`)."""
+
+    sessionId: str
+    #: the message id (the engine names it, so the follow-up can be found in the log)
+    id: str
+    content: list[dict[str, Any]]
+    #: a `{kind: 'plugin', plugin: ...}` message source
+    source: dict[str, Any]
+
+
 class FlushParams(_Model):
     sessionId: str
 
@@ -313,6 +357,7 @@ ShimMessage = Annotated[
         _call("compact.ifNeeded", CompactIfNeededParams),
         _call("turn.preStep", PreStepParams),
         _call("worker.tool", WorkerToolParams),
+        _call("tool.call", PublicToolParams),
         _call("compact.overflow", OverflowParams),
         _notify("session.events", SessionEventsParams),
         _notify("session.closed", SessionClosedParams),
@@ -333,4 +378,5 @@ ENGINE_CALLS: dict[str, type[BaseModel]] = {
     "session.resync": ResyncParams,
     "worker.run": WorkerRunParams,
     "session.measure": MeasureParams,
+    "agent.followup": FollowupParams,
 }

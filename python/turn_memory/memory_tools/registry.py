@@ -1,0 +1,83 @@
+"""The public memory tools: their specs for the handshake and the dispatch of their calls.
+
+Each tool is a name, a JSON schema, a description read fresh from `prompts/memory-tools.md`
+and a handler. A handler gets the caller's own mirrored session only (the shim sends the
+calling agent's session id; there is no session selector in any schema), raises ToolError
+for bad input, and never changes the session by itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from turn_memory.bridge.protocol import AgentOptions, ToolSpec
+from turn_memory.config import EngineConfig
+from turn_memory.host.mirror import MirroredSession
+from turn_memory.landing.port import HostPort
+from turn_memory.prompts import PromptError, prompt_sections
+from turn_memory.workers import ToolAnswer, ToolError
+
+log = logging.getLogger("turn_memory.memory_tools")
+PROMPT = "memory-tools"
+
+
+@dataclass(frozen=True)
+class PublicCall:
+    session: MirroredSession
+    args: Any
+    #: the caller's open turn, None outside a turn
+    turn: int | None
+    call_id: str | None
+    agent_options: AgentOptions
+    config: EngineConfig
+    port: HostPort
+
+
+Handler = Callable[[PublicCall], "ToolAnswer | Awaitable[ToolAnswer]"]
+
+
+@dataclass(frozen=True)
+class PublicTool:
+    name: str
+    parameters: dict[str, Any]
+    handler: Handler
+    #: whether the tool is offered under this config
+    enabled: Callable[[EngineConfig], bool] = lambda config: True
+
+
+class PublicTools:
+    def __init__(self, tools: list[PublicTool]):
+        self._tools = {t.name: t for t in tools}
+
+    def specs(self, config: EngineConfig) -> list[ToolSpec]:
+        """What the shim registers; a missing description fails the handshake loudly."""
+        descriptions = prompt_sections(PROMPT)
+        specs = []
+        for tool in self._tools.values():
+            if not tool.enabled(config):
+                continue
+            if tool.name not in descriptions:
+                raise PromptError(f"prompts/{PROMPT}.md has no section for {tool.name}")
+            specs.append(ToolSpec(name=tool.name, description=descriptions[tool.name].strip(),
+                                  parameters=tool.parameters))
+        return specs
+
+    async def call(self, name: str, call: PublicCall) -> ToolAnswer:
+        tool = self._tools.get(name)
+        if tool is None or not tool.enabled(call.config):
+            return ToolAnswer(f"unknown tool {name}", is_error=True)
+        try:
+            answer = tool.handler(call)
+            if inspect.isawaitable(answer):
+                answer = await answer
+            return answer
+        except ToolError as exc:
+            return ToolAnswer(str(exc), is_error=True)
+        except Exception:
+            # a bug here must not break the caller's turn: it gets an error result instead
+            log.exception("session %s turn %s: %s failed", call.session.id, call.turn, name)
+            return ToolAnswer(f"{name} failed inside turn-memory (see the engine log); nothing was changed",
+                              is_error=True)

@@ -1,0 +1,231 @@
+"""`read_session_history` (design D-017): the caller's own original turns, read back from the
+append-only log after turn-memory has compressed them.
+
+Three forms: a paged catalog of completed turns (sizes, whether turn-memory landed), one
+turn's original user / assistant / tool-result nodes in block order with reasoning shown
+(capped at `sessionHistory.maxReadChars`, continued by `offset`), and a search of the raw
+turns. Only appended nodes count: replacements (landings, markers, checkpoints) are what
+turn-memory wrote, not what happened; host runtime-context snapshots are scaffolding.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from pydantic import Field
+
+from turn_memory.memory_tools.registry import PublicCall, PublicTool
+from turn_memory.turns.markers import SNAPSHOT_PLUGIN, marker_of
+from turn_memory.turns.nodes import render_blocks
+from turn_memory.workers import ToolAnswer, ToolArgs, ToolError, parse_args, preview
+
+NAME = "read_session_history"
+SURFACE = ("user/message", "assistant/message", "tool/result")
+CATALOG_PAGE = 20
+SEARCH_PAGE = 10
+SNIPPETS_PER_TURN = 3
+SNIPPET_RADIUS = 90
+
+
+class Args(ToolArgs):
+    turn: int | None = Field(None, ge=1)
+    offset: int = Field(0, ge=0)
+    page: int = Field(1, ge=1)
+    query: str | None = None
+
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "turn": {"type": "integer", "description": "Turn number to read in full (from the catalog)."},
+        "offset": {"type": "integer", "description": "Character offset to continue a long turn from."},
+        "query": {"type": "string", "description": "Words to search for in the original turns."},
+        "page": {"type": "integer", "description": "Page of the catalog or of the search results (from 1)."},
+    },
+    "additionalProperties": False,
+}
+
+
+@dataclass
+class Node:
+    seq: int
+    label: str
+    text: str
+
+
+@dataclass
+class TurnRecord:
+    turn: int
+    start: int
+    end: int | None = None
+    nodes: list[Node] = field(default_factory=list)
+    text_chars: int = 0
+    reasoning_chars: int = 0
+    tool_calls: int = 0
+    state: str = "not compressed"
+
+    @property
+    def first_user(self) -> str:
+        return next((n.text for n in self.nodes if n.label == "user"), "")
+
+
+def _label(event: dict[str, Any], message: dict[str, Any]) -> str | None:
+    kind = event["type"]
+    if kind == "assistant/message":
+        return "assistant"
+    if kind == "tool/result":
+        return "tool result"
+    source = message.get("source") or {}
+    if source.get("kind") == "plugin":
+        if source.get("plugin") == SNAPSHOT_PLUGIN:
+            return None  # runtime-context snapshot: host scaffolding, not conversation
+        return f"user (from plugin {source.get('plugin')}, not a human message)"
+    return "user"
+
+
+def collect_turns(events: Sequence[dict[str, Any]]) -> dict[int, TurnRecord]:
+    """Every turn of the log with its original appended nodes, in log order."""
+    turns: dict[int, TurnRecord] = {}
+    current: TurnRecord | None = None
+    step = None
+    for event in events:
+        kind = event["type"]
+        data = event.get("data") or {}
+        if kind == "turn/start":
+            current = turns.setdefault(data["turn"], TurnRecord(data["turn"], event["seq"]))
+            step = None
+        elif kind == "turn/end":
+            if data.get("turn") in turns:
+                turns[data["turn"]].end = event["seq"]
+            current = None
+        elif kind == "step/start":
+            step = data.get("step")
+        elif (mark := marker_of(event)) is not None:
+            if mark[1] in turns:
+                landed = turns[mark[1]].state == "landed"
+                turns[mark[1]].state = "landed" if landed or mark[0] == "compression" else "pending"
+        elif kind in SURFACE and event.get("surfaceOp") == "append" and current is not None and step != 0:
+            message = data if kind == "user/message" else data.get("message") or {}
+            label = _label(event, message)
+            if label is None:
+                continue
+            blocks = message.get("content") or []
+            text, _, _ = render_blocks(blocks)
+            for block in blocks:
+                if block.get("type") == "reasoning":
+                    current.reasoning_chars += len(block.get("text", ""))
+                elif block.get("type") == "text":
+                    current.text_chars += len(block.get("text", ""))
+                elif block.get("type") == "tool-call":
+                    current.tool_calls += 1
+            current.nodes.append(Node(event["seq"], label, text))
+    return turns
+
+
+def render_turn(record: TurnRecord) -> str:
+    return "\n\n".join(f"### {node.label}\n{node.text}" for node in record.nodes)
+
+
+def _completed(turns: dict[int, TurnRecord]) -> list[TurnRecord]:
+    return sorted((t for t in turns.values() if t.end is not None), key=lambda t: t.turn, reverse=True)
+
+
+def catalog(turns: dict[int, TurnRecord], page: int) -> str:
+    done = _completed(turns)
+    if not done:
+        return "This session has no completed turn yet."
+    pages = -(-len(done) // CATALOG_PAGE)
+    if page > pages:
+        raise ToolError(f"page {page} does not exist; the catalog has {pages} page(s)")
+    lines = [f"Completed turns of this session, newest first (page {page} of {pages}). "
+             f"Read one in full with {NAME}({{\"turn\": N}}); search with {{\"query\": \"...\"}}."]
+    for t in done[(page - 1) * CATALOG_PAGE: page * CATALOG_PAGE]:
+        lines.append(f"- turn {t.turn}: {preview(t.first_user, 100)!r} · {len(t.nodes)} nodes · "
+                     f"text {t.text_chars:,} chars · reasoning {t.reasoning_chars:,} chars · "
+                     f"{t.tool_calls} tool calls · turn-memory: {t.state}")
+    if page < pages:
+        lines.append(f"Older turns: page {page + 1}.")
+    return "\n".join(lines)
+
+
+def read_turn(turns: dict[int, TurnRecord], number: int, offset: int, limit: int) -> str:
+    record = turns.get(number)
+    if record is None or record.end is None:
+        done = sorted(t.turn for t in _completed(turns))
+        known = f"completed turns: {_ranges(done)}" if done else "no turn has completed yet"
+        why = "is still open (it is in your context as is)" if record is not None else "does not exist"
+        raise ToolError(f"turn {number} {why}; {known}")
+    text = render_turn(record)
+    if offset >= max(len(text), 1):
+        raise ToolError(f"offset {offset} is past the end of turn {number} ({len(text):,} characters)")
+    part = text[offset: offset + limit]
+    end = offset + len(part)
+    head = (f"Turn {number}, original nodes from the session log ({len(record.nodes)} nodes, {len(text):,} characters; "
+            f"turn-memory: {record.state}). Characters {offset:,}–{end:,}.")
+    tail = (f"\n\n[{len(text) - end:,} more characters: call {NAME} with turn={number} and offset={end}]"
+            if end < len(text) else "\n\n[end of turn]")
+    return f"{head}\n\n{part}{tail}"
+
+
+def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
+    terms = [t for t in query.lower().split() if t]
+    if not terms:
+        raise ToolError("query is empty")
+    hits: list[tuple[int, TurnRecord, list[str]]] = []
+    for record in _completed(turns):
+        text = render_turn(record)
+        lower = text.lower()
+        if not all(term in lower for term in terms):
+            continue
+        count = sum(lower.count(term) for term in terms)
+        hits.append((count, record, _snippets(text, lower, terms)))
+    if not hits:
+        return f"No completed turn of this session contains all of: {', '.join(terms)}."
+    hits.sort(key=lambda h: (-h[0], -h[1].turn))
+    pages = -(-len(hits) // SEARCH_PAGE)
+    if page > pages:
+        raise ToolError(f"page {page} does not exist; the results have {pages} page(s)")
+    lines = [f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} (page {page} of {pages}, "
+             f"best first). Read one in full with {NAME}({{\"turn\": N}})."]
+    for count, record, snippets in hits[(page - 1) * SEARCH_PAGE: page * SEARCH_PAGE]:
+        lines.append(f"- turn {record.turn} ({count} hits; turn-memory: {record.state})")
+        lines += [f"    …{s}…" for s in snippets]
+    return "\n".join(lines)
+
+
+def _snippets(text: str, lower: str, terms: list[str]) -> list[str]:
+    out: list[str] = []
+    covered = -1
+    positions = sorted(m.start() for term in terms for m in re.finditer(re.escape(term), lower))
+    for at in positions:
+        if at <= covered or len(out) >= SNIPPETS_PER_TURN:
+            continue
+        start, end = max(0, at - SNIPPET_RADIUS), min(len(text), at + SNIPPET_RADIUS)
+        out.append(" ".join(text[start:end].split()))
+        covered = end
+    return out
+
+
+def _ranges(numbers: list[int]) -> str:
+    spans: list[str] = []
+    for n in numbers:
+        if spans and spans[-1].split("–")[-1] == str(n - 1):
+            spans[-1] = f"{spans[-1].split('–')[0]}–{n}"
+        else:
+            spans.append(str(n))
+    return ", ".join(spans)
+
+
+def handle(call: PublicCall) -> ToolAnswer:
+    args = parse_args(Args, call.args)
+    turns = collect_turns(call.session.log.events)
+    if args.turn is not None:
+        return ToolAnswer(read_turn(turns, args.turn, args.offset, call.config.sessionHistory.maxReadChars))
+    if args.query is not None:
+        return ToolAnswer(search(turns, args.query, args.page))
+    return ToolAnswer(catalog(turns, args.page))
+
+
+TOOL = PublicTool(NAME, PARAMETERS, handle, enabled=lambda config: config.sessionHistory.enabled)

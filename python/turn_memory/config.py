@@ -63,9 +63,20 @@ class TurnConfig(BaseModel):
     workerTimeoutS: float = Field(900.0, gt=0)
 
 
+class TurnContinuationConfig(BaseModel):
+    """Long-turn hand-off (design D-013): milestone reminders and the continuation tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: only in effect while per-turn compression is enabled
+    enabled: bool = True
+    #: remind at every multiple of this many open-turn nodes; the tool needs at least one
+    reminderIntervalNodes: int = Field(30, ge=1)
+
+
 class EngineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     turns: TurnConfig = Field(default_factory=TurnConfig)
+    turnContinuation: TurnContinuationConfig = Field(default_factory=TurnContinuationConfig)
     #: engine -> shim call timeout for plan application and flush
     hostCallTimeoutS: float = Field(30.0, gt=0)

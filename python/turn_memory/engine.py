@@ -32,6 +32,7 @@ from turn_memory.compaction.manual import compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
 from turn_memory.config import EngineConfig
+from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.host.turns import lifecycle_state
@@ -53,6 +54,7 @@ class Engine:
         self.workers = WorkerRegistry()
         self.turns = TurnService(self.workers)
         self.compaction = CompactionService(self.workers)
+        self.followups = FollowupDispatcher(self.turns)
         self.public_tools = PublicTools(public_tools())
         self.contexts = context_sections()
         self.server: BridgeServer | None = None
@@ -63,6 +65,7 @@ class Engine:
         job must not read the closing socket as a string of failed workers."""
         drains = [queue.cancel() for queue in self.turns.queues.values()]
         await asyncio.gather(*(d for d in drains if d is not None), return_exceptions=True)
+        await self.followups.close()
 
     # -- handshake ---------------------------------------------------------------------
     def on_hello(self, peer: Peer, params: HelloParams) -> HelloResult:
@@ -104,6 +107,7 @@ class Engine:
             session = self.mirror.get(params.sessionId)
             assert session is not None
             self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
+            self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
         elif method == "session.closed":
             assert isinstance(params, SessionClosedParams)
             self.mirror.close(params.sessionId)

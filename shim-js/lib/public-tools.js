@@ -3,6 +3,8 @@
 // what each section shows for the coming request ('' shows nothing).
 import { engineTool } from './engine-tools.js';
 
+const CONTEXT_ORDER = 200;
+
 export class PublicTools {
   specs = [];
   sections = [];
@@ -34,8 +36,9 @@ export class PublicTools {
     }
     for (const name of this.sections) {
       if (state.sections.has(name)) continue;
-      state.sections.add(name);
-      agent.ctx.systemPrompt.context({ name, text: () => state.texts.get(name) ?? '' });
+      // rc8 requires a finite order (contexts are joined by it): after the host's own (110, 115)
+      agent.ctx.systemPrompt.context({ name, order: CONTEXT_ORDER, text: () => state.texts.get(name) ?? '' });
+      state.sections.add(name); // only once registered: a refused registration is retried on the next attach
     }
   }
 

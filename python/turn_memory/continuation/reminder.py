@@ -42,9 +42,9 @@ class Reminders:
         if reached == 0:
             return ""
         answered_turn, answered = self._answered.get(session.id, (turn, 0))
-        shown = max(answered if answered_turn == turn else 0,
-                    state.shown_milestone(session.log, turn, interval, texts.parse_reminder))
-        if reached <= shown:
+        if answered_turn == turn and reached <= answered:
+            return ""
+        if reached <= state.shown_milestone(session.log, turn, interval, texts.parse_reminder):
             return ""
         try:
             text = texts.reminder(count, context_tokens(session), reached, interval)

@@ -1,6 +1,7 @@
 // Puts the engine's public memory tools and named runtime-context sections on user agents.
 // The engine names them in the handshake, answers every call and says, at each pre-step,
-// what each section shows for the coming request ('' shows nothing).
+// what each section shows ('' shows nothing). rc8 assembles a step's context before its
+// pre-step hook runs, so an answer shows from the following step's request on.
 import { engineTool } from './engine-tools.js';
 
 const CONTEXT_ORDER = 200;

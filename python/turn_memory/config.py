@@ -98,6 +98,14 @@ class SessionHistoryConfig(BaseModel):
     enabled: bool = True
     #: characters one read of a turn returns; a longer turn continues with `offset`
     maxReadChars: int = Field(160000, ge=1000)
+class TurnContinuationConfig(BaseModel):
+    """Long-turn hand-off (design D-013): milestone reminders and the continuation tool."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: only in effect while per-turn compression is enabled
+    enabled: bool = True
+    #: remind at every multiple of this many open-turn nodes; the tool needs at least one
+    reminderIntervalNodes: int = Field(30, ge=1)
 
 
 class EngineConfig(BaseModel):
@@ -106,5 +114,6 @@ class EngineConfig(BaseModel):
     turns: TurnConfig = Field(default_factory=TurnConfig)
     thoughtHints: ThoughtHintsConfig = Field(default_factory=ThoughtHintsConfig)
     sessionHistory: SessionHistoryConfig = Field(default_factory=SessionHistoryConfig)
+    turnContinuation: TurnContinuationConfig = Field(default_factory=TurnContinuationConfig)
     #: engine -> shim call timeout for plan application and flush
     hostCallTimeoutS: float = Field(30.0, gt=0)

@@ -35,6 +35,7 @@ from turn_memory.prompts import PromptError
 from turn_memory.config import EngineConfig
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.service import HintService
+from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.host.turns import lifecycle_state
@@ -59,6 +60,7 @@ class Engine:
         self.hints = HintService()
         self.turns = TurnService(self.workers, self.hints)
         self.compaction = CompactionService(self.workers)
+        self.followups = FollowupDispatcher(self.turns)
         self.public_tools = PublicTools(public_tools())
         self.contexts = context_sections()
         self.server: BridgeServer | None = None
@@ -70,6 +72,7 @@ class Engine:
         self.hints.close()
         drains = [queue.cancel() for queue in self.turns.queues.values()]
         await asyncio.gather(*(d for d in drains if d is not None), return_exceptions=True)
+        await self.followups.close()
 
     # -- handshake ---------------------------------------------------------------------
     def on_hello(self, peer: Peer, params: HelloParams) -> HelloResult:
@@ -115,6 +118,7 @@ class Engine:
             assert session is not None
             self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
             self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
+            self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
         elif method == "session.closed":
             assert isinstance(params, SessionClosedParams)
             self.mirror.close(params.sessionId)

@@ -1,7 +1,10 @@
 // Puts the engine's public memory tools and named runtime-context sections on user agents.
 // The engine names them in the handshake, answers every call and says, at each pre-step,
-// what each section shows for the coming request ('' shows nothing).
+// what each section shows ('' shows nothing). rc8 assembles a step's context before its
+// pre-step hook runs, so an answer shows from the following step's request on.
 import { engineTool } from './engine-tools.js';
+
+const CONTEXT_ORDER = 200;
 
 export class PublicTools {
   specs = [];
@@ -34,8 +37,9 @@ export class PublicTools {
     }
     for (const name of this.sections) {
       if (state.sections.has(name)) continue;
-      state.sections.add(name);
-      agent.ctx.systemPrompt.context({ name, text: () => state.texts.get(name) ?? '' });
+      // rc8 requires a finite order (contexts are joined by it): after the host's own (110, 115)
+      agent.ctx.systemPrompt.context({ name, order: CONTEXT_ORDER, text: () => state.texts.get(name) ?? '' });
+      state.sections.add(name); // only once registered: a refused registration is retried on the next attach
     }
   }
 

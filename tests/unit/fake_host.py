@@ -42,6 +42,8 @@ class FakeHost:
         self.llm_script: list[Callable[["FakeHost"], list[dict[str, Any]]]] = []
         self.applied: list[list[dict[str, Any]]] = []
         self.flushes = 0
+        #: Agent.followup calls: (message id, content, source), each also logged as rc8 does
+        self.followups: list[tuple[str, list[dict[str, Any]], dict[str, Any]]] = []
         self._sent = len(events)
 
     @property
@@ -101,6 +103,14 @@ class FakeHost:
 
     async def resync(self, session_id: str) -> None:
         pass
+
+    async def followup(self, session_id: str, message_id: str, content: list[dict[str, Any]],
+                       source: dict[str, Any]) -> None:
+        self.followups.append((message_id, content, source))
+        # rc8 records the queued message durably as an inbox insertion
+        message = {"id": message_id, "role": "user", "content": content, "source": source}
+        self.host_append("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [message]})
+        self._forward()
 
 
 class WorkerScript:

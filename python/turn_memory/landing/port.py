@@ -14,6 +14,7 @@ from turn_memory.bridge.protocol import (
     ApplyResult,
     Expectation,
     FlushParams,
+    FollowupParams,
     LlmRequest,
     MeasureParams,
     LlmStreamParams,
@@ -36,6 +37,9 @@ class HostPort(Protocol):
     async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]: ...
 
     async def measure(self, session_id: str) -> dict[str, Any]: ...
+
+    async def followup(self, session_id: str, message_id: str, content: list[dict[str, Any]],
+                       source: dict[str, Any]) -> None: ...
 
 
 class BridgeHostPort:
@@ -73,3 +77,8 @@ class BridgeHostPort:
         result = await self._server.call(self._peer, "session.measure", MeasureParams(sessionId=session_id),
                                          timeout=self._timeout)
         return result if isinstance(result, dict) else {"error": "no measurement"}
+
+    async def followup(self, session_id: str, message_id: str, content: list[dict[str, Any]],
+                       source: dict[str, Any]) -> None:
+        await self._server.call(self._peer, "agent.followup", FollowupParams(
+            sessionId=session_id, id=message_id, content=content, source=source), timeout=self._timeout)

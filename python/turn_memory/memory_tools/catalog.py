@@ -6,6 +6,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from turn_memory.config import EngineConfig
+from turn_memory.continuation import reminder as continuation_reminder
+from turn_memory.continuation import state as continuation_state
+from turn_memory.continuation import tool as continuation_tool
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.memory_tools import session_history
 from turn_memory.memory_tools.registry import PublicTool
@@ -21,8 +24,10 @@ class ContextSection:
 
 
 def public_tools() -> list[PublicTool]:
-    return [session_history.TOOL]
+    return [session_history.TOOL, continuation_tool.public_tool()]
 
 
 def context_sections() -> list[ContextSection]:
-    return []
+    # one Reminders per engine: it remembers what this process already answered
+    return [ContextSection(continuation_state.SECTION, continuation_reminder.Reminders().render,
+                           continuation_reminder.enabled)]

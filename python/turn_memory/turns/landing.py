@@ -31,7 +31,7 @@ from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import LANDING_STEP
 from turn_memory.landing.land import Plan
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
-from turn_memory.turns.markers import SNAPSHOT_PLUGIN, Phase, marker_source
+from turn_memory.turns.markers import CONTINUATION, SNAPSHOT_PLUGIN, Phase, marker_source
 from turn_memory.turns.nodes import OriginalNode
 
 
@@ -80,7 +80,9 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
     """turn/end: mark the turn pending with an exact-content copy of its first user node."""
     event = log.events[first_seq]
     message = copy.deepcopy(event["data"])
-    message.update(id=_uuid(), source=marker_source("pending", turn))
+    # a marker copy of an automatic continuation stays host context, not human words (D-013)
+    carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION}
+    message.update(id=_uuid(), source=marker_source("pending", turn, **carried))
     sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})
     return Plan([{"type": "user/message", "data": message, "surfaceOp": log.dialect.replace_op(first_seq, first_seq),
                   "sourceEventSeqs": sources}], spans=[[first_seq]], label=f"turn {turn} pending marker")

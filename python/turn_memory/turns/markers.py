@@ -36,7 +36,13 @@ def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
     return None
 
 
+#: the source key naming the hand-off an automatic continuation follow-up carries (D-013)
+CONTINUATION = "continuation"
+
+
 def is_host_context(message: dict[str, Any]) -> bool:
-    """Host/plugin scaffolding in the user role (runtime-context snapshots…): not human intent."""
+    """Host/plugin scaffolding in the user role (runtime-context snapshots, automatic
+    continuation follow-ups…): not human intent."""
     source = message.get("source") or {}
-    return message.get("role") == "user" and source.get("kind") == "plugin" and source.get("plugin") != PLUGIN
+    return message.get("role") == "user" and source.get("kind") == "plugin" and (
+        source.get("plugin") != PLUGIN or CONTINUATION in source)

@@ -4,6 +4,8 @@
   off between turn/end and landing: redo them.
 - A `compression` marker whose turn still shows raw reasoning on the surface is a stale
   no-op from a reasoning-unaware version: redo it too.
+- A turn that ended with a hand-off still awaiting its automatic continuation (D-013) is
+  redone when it has not landed: the follow-up waits for that landing.
 - Marker-free turns are never backfilled: they predate the plugin (or were never ours) —
   except turns that ended after the shim began watching the session in this process
   (`live_from`): the plugin saw them end while its engine was still starting or restarting.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from turn_memory.continuation.state import awaiting_followup
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import node_origins
 from turn_memory.turns.markers import marker_of
@@ -58,6 +61,7 @@ def turns_to_recover(log: SessionLog, live_from: int | None = None) -> list[int]
         for event in log.events[live_from:]:
             if event["type"] == "turn/end" and event["data"]["turn"] not in marks.landed:
                 redo.add(event["data"]["turn"])
+    redo.update(r.turn for r in awaiting_followup(log.events) if r.turn not in marks.landed)
     for turn in marks.landed & marks.completed:
         if _has_raw_reasoning(log, turn_nodes(log, turn)):
             redo.add(turn)

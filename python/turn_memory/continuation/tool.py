@@ -1,0 +1,43 @@
+"""`continue_after_turn_compression({handoff})`: end a long root turn with a hand-off.
+
+Allowed only in an open turn whose work has reached the first milestone. A success
+concludes the turn (`concludeTurn()` in the shim); the durable call/result pair it leaves
+is the continuation request the dispatcher acts on after the turn's compression.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turn_memory.continuation import state, texts
+from turn_memory.continuation.reminder import enabled
+from turn_memory.memory_tools.registry import PublicCall, PublicTool
+from turn_memory.workers import ToolAnswer, ToolError
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"handoff": {
+        "type": "string",
+        "description": "What is done, the current state, what is unresolved, and exactly what the next turn must do.",
+    }},
+    "required": ["handoff"],
+    "additionalProperties": False,
+}
+
+
+def handle(call: PublicCall) -> ToolAnswer:
+    if call.turn is None:
+        raise ToolError(f"{state.TOOL} can only be called inside an open turn")
+    if not isinstance(call.args, (dict, str)) or not state.handoff_of(call.args):
+        raise ToolError("`handoff` must be a non-empty string: what is done, the current state, what is unresolved "
+                        "and what the next turn must do; the turn goes on")
+    interval = call.config.turnContinuation.reminderIntervalNodes
+    count = len(state.open_turn_nodes(call.session.log, call.turn))
+    if count < interval:
+        raise ToolError(f"this turn is not long yet ({count} of {interval} context nodes); {state.TOOL} is only "
+                        "available once a long-turn reminder has appeared — continue working in this turn")
+    return ToolAnswer(texts.accepted(), conclude=True)
+
+
+def public_tool() -> PublicTool:
+    return PublicTool(name=state.TOOL, parameters=PARAMETERS, handler=handle, enabled=enabled)

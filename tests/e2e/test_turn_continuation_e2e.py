@@ -1,0 +1,151 @@
+"""Long-turn hand-off (D-013) on the real DSH 0.1.0-rc.8: a turn past 30 nodes sees the
+reminder once, ends itself with continue_after_turn_compression, and exactly one automatic
+follow-up turn carries the hand-off after the turn's compression — also across a restart."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers import reload, text_of
+from turn_memory.continuation.state import SECTION, TOOL
+from turn_memory.turns.markers import marker_of
+
+pytestmark = pytest.mark.e2e
+
+WORKER_TOOLS = {"list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", "finish_turn_compression"}
+TASK = "Build the whole toy compiler: lexer, parser and code generator. " * 3
+REMINDER = "Long turn: this turn has added"
+HANDOFF = "HANDOFF-TEXT: lexer and parser are done and tested; next write gen.py and its tests."
+BASH_STEPS = 18  # 1 + 2 x 18 nodes: past the 30-node milestone, short of 60
+AGENT_TURN = [
+    *({"text": f"Working, step {i}.", "tool_calls": [{"name": "bash", "arguments": {
+        "command": f"echo step-{i}", "description": "probe"}}]} for i in range(1, BASH_STEPS + 1)),
+    {"text": "Handing off as the reminder asks.", "tool_calls": [{"name": TOOL, "arguments": {"handoff": HANDOFF}}]},
+]
+CONTINUED = "Continued from the hand-off: gen.py written. CONTINUED-DONE"
+
+
+def is_worker(request) -> bool:
+    return bool(WORKER_TOOLS & set(request.tool_names))
+
+
+def worker(slow_first: bool = False):
+    """Plays every compression worker: fold the whole turn into two nodes and finish at once."""
+    seen = []
+
+    def respond(request):
+        if request.kind != "turn" or not is_worker(request):
+            return None
+        seen.append(request)
+        if slow_first and len(seen) == 1:
+            return {"text": "slow worker", "delay_ms": 20000}  # DSH exits before it answers
+        count = int(re.search(r"(\d+) current nodes", request.all_text()).group(1))
+        return {"tool_calls": [
+            {"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": f"n{count}", "nodes": [
+                {"role": "user", "content": "COMPRESSED-USER: build the toy compiler."},
+                {"role": "assistant", "content": "COMPRESSED-ASSISTANT: probed 18 times; handed off."}]}},
+            {"name": "finish_turn_compression", "arguments": {}}]}
+
+    return respond
+
+
+def agent_requests(fake):
+    return [r for r in fake.requests if r.kind == "turn" and not is_worker(r)]
+
+
+def newest_snapshot(request) -> str:
+    snaps = [text_of(m) for m in request.messages
+             if m["role"] == "user" and text_of(m).startswith("Current runtime context.")]
+    return snaps[-1] if snaps else ""
+
+
+def followups(events, call_id):
+    """User messages and inbox insertions naming the hand-off."""
+    users = [e for e in events if e["type"] == "user/message"
+             and (e["data"].get("source") or {}).get("continuation") == call_id]
+    queued = [m for e in events if e["type"] == "agent/inbox/spliced" for m in e["data"].get("inserted") or []
+              if (m.get("source") or {}).get("continuation") == call_id]
+    return users, queued
+
+
+def handoff_call(events) -> dict:
+    (call,) = [e for e in events if e["type"] == "tool/call" and e["data"]["name"] == TOOL]
+    (result,) = [e for e in events if e["type"] == "tool/result"
+                 and e["data"]["message"]["source"]["callId"] == call["data"]["callId"]]
+    assert not result["data"]["message"]["content"][0].get("isError"), result
+    return call
+
+
+def check_reminder_once(fake, events) -> None:
+    agents = [r for r in agent_requests(fake) if TASK.strip()[:40] in r.all_text()]
+    showing = [i for i, r in enumerate(agents) if REMINDER in newest_snapshot(r)]
+    assert len(showing) == 1, [newest_snapshot(r)[:200] for r in agents]
+    # shown only once the turn had passed 30 nodes (user + 2 per bash step)
+    assert showing[0] >= 15
+    assert "milestone 30" in newest_snapshot(agents[showing[0]])
+    snaps = [e for e in events if e["type"] == "user/message"
+             and any(s.get("name") == SECTION for s in (e["data"]["source"].get("sections") or []))]
+    assert len(snaps) == 1
+
+
+def check_one_followup_after_landing(fake, events, call) -> None:
+    users, queued = followups(events, call["data"]["callId"])
+    assert len(users) == 1 and len(queued) == 1
+    (followup,) = users
+    text = text_of(followup["data"])
+    assert HANDOFF in text and "not a new instruction from the user" in text
+    # the follow-up opened turn 2, after turn 1's compression had landed
+    (landed,) = [e["seq"] for e in events if marker_of(e) == ("compression", 1)]
+    assert landed < followup["seq"]
+    starts = [e for e in events if e["type"] == "turn/start" and e["seq"] < followup["seq"]]
+    assert starts[-1]["data"]["turn"] == 2
+    # the model's first request of the follow-up turn already carries turn 1 compressed
+    first = next(r for r in agent_requests(fake) if HANDOFF in r.last_user_text)
+    convo = [text_of(m) for m in first.messages if m["role"] != "system"]
+    assert convo[0].startswith("COMPRESSED-USER") and not any("Working, step 3." in t for t in convo)
+    assert sum(1 for r in agent_requests(fake) if r.last_user_text.startswith(text[:40])) == 1
+
+
+def test_long_turn_hands_off_and_one_followup_continues_after_landing(home, fake):
+    fake.responder = worker()
+    fake.push("turn", *AGENT_TURN, CONTINUED)
+    run = home.run([TASK, {"sleepMs": 6000}, {"waitIdle": True}], timeout=120)
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    (task,) = run.tasks()
+    assert task["reason"]["kind"] == "completed" and "Handing off" in task["text"]  # the tool ended the turn
+
+    _, events = home.session_log(run.session_id)
+    reload(events)
+    call = handoff_call(events)
+    check_reminder_once(fake, events)
+    check_one_followup_after_landing(fake, events, call)
+    ends = [e["data"] for e in events if e["type"] == "turn/end"]
+    assert [e["turn"] for e in ends] == [1, 2] and all(e["reason"]["kind"] == "completed" for e in ends)
+    assert any(CONTINUED in text_of(e["data"]["message"]) for e in events if e["type"] == "assistant/message")
+
+
+def test_a_restart_between_handoff_and_followup_still_gives_exactly_one(home, fake):
+    fake.responder = worker(slow_first=True)
+    fake.push("turn", *AGENT_TURN, CONTINUED)
+    first = home.run([TASK, {"sleepMs": 1500}], timeout=120)  # time to mark the turn pending
+    assert first.returncode == 0, (first.records, first.stderr[-3000:])
+    _, events = home.session_log(first.session_id)
+    call = handoff_call(events)
+    assert followups(events, call["data"]["callId"]) == ([], [])
+    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
+
+    second = home.run([{"sleepMs": 6000}, {"waitIdle": True}], resume=first.session_id, timeout=120)
+    assert second.returncode == 0, (second.records, second.stderr[-3000:])
+    _, events = home.session_log(first.session_id)
+    check_reminder_once(fake, events)
+    check_one_followup_after_landing(fake, events, call)
+
+    third = home.run([{"sleepMs": 3000}, {"waitIdle": True}], resume=first.session_id, timeout=60)
+    assert third.returncode == 0, (third.records, third.stderr[-3000:])
+    _, events = home.session_log(first.session_id)
+    users, queued = followups(events, call["data"]["callId"])
+    assert len(users) == 1 and len(queued) == 1
+    assert [e["data"]["turn"] for e in events if e["type"] == "turn/end"] == [1, 2]
+    reload(events)

@@ -1,0 +1,395 @@
+"""Long-turn hand-off (D-013) against the in-memory host: counting, the once-per-milestone
+reminder, the continuation tool, and the one automatic follow-up after the turn's compression."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
+from surface_builders import LogBuilder, new_id
+from turn_builders import SNAPSHOT_SOURCE
+from turn_memory.bridge.protocol import AgentOptions, SessionEventsParams
+from turn_memory.config import EngineConfig
+from turn_memory.continuation import state, texts
+from turn_memory.continuation.dispatch import FollowupDispatcher
+from turn_memory.continuation.reminder import Reminders
+from turn_memory.continuation.tool import handle
+from turn_memory.host.dialect import RC8
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.turns import lifecycle_state
+from turn_memory.memory_tools.catalog import context_sections, public_tools
+from turn_memory.memory_tools.registry import PublicCall, PublicTools
+from turn_memory.turns.markers import is_host_context, marker_of
+from turn_memory.turns.recovery import turn_nodes, turns_to_recover
+from turn_memory.turns.service import TurnService as _TurnService
+from turn_memory.workers import WorkerRegistry
+
+FINISH = ("finish_turn_compression", {})
+HANDOFF = "Done: lexer and parser. State: tests green. Next: write the code generator in gen.py."
+
+
+class TurnService(_TurnService):
+    def __init__(self) -> None:
+        self.registry = WorkerRegistry()
+        super().__init__(self.registry)
+
+    def tool_call(self, job_id, worker_id, name, args):
+        return self.registry.call(job_id, worker_id, name, args)
+
+
+def cfg(**continuation) -> EngineConfig:
+    return EngineConfig.model_validate({"turnContinuation": continuation})
+
+
+def snapshot(b: LogBuilder, sections: list[dict] | None = None) -> int:
+    source = {**SNAPSHOT_SOURCE, "sections": sections or []}
+    text = "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\n" + \
+        "\n\n".join(s["text"] for s in sections or [{"text": "cwd=/w"}])
+    return b.add("user/message", {"id": new_id("snap"), "role": "user", "source": source,
+                                  "content": [{"type": "text", "text": text}]}, op="append")
+
+
+def work_step(b: LogBuilder, *, tool: str = "bash", arguments: str = "{}", result_error: bool = False) -> str:
+    """One model step of the open turn: an assistant tool call and its result (2 nodes)."""
+    b.step_no += 1
+    turn = b.turn_no
+    b.add("step/start", {"turn": turn, "step": b.step_no})
+    call = new_id("call")
+    b.assistant(f"step {b.step_no}: working", tool_calls=(call,))
+    call_seq = b.add("tool/call", {"turn": turn, "step": b.step_no, "callId": call, "name": tool, "arguments": arguments})
+    seq = b.tool_result(call, "ok", call_seq=call_seq)
+    if result_error:
+        b.events[-1]["data"]["message"]["content"][0]["isError"] = True
+    b.add("step/end", {"turn": turn, "step": b.step_no})
+    return call
+
+
+def open_long_turn(steps: int, *, prior_turns: int = 0) -> LogBuilder:
+    """A session whose open turn has 1 user node + `steps` work steps (1 + 2*steps nodes)."""
+    b = LogBuilder(RC8)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    for _ in range(prior_turns):
+        b.turn("earlier task")
+    b.turn_no += 1
+    b.step_no = 0
+    b.add("turn/start", {"turn": b.turn_no})
+    b.step_no = 1
+    b.add("step/start", {"turn": b.turn_no, "step": 1})
+    b.user("Build the whole compiler, please.")
+    snapshot(b)
+    b.assistant("starting")
+    b.add("step/end", {"turn": b.turn_no, "step": 1})
+    for _ in range(steps):
+        work_step(b)
+    return b
+
+
+def handoff_step(b: LogBuilder, handoff: str = HANDOFF, **kw) -> str:
+    return work_step(b, tool=state.TOOL, arguments=json.dumps({"handoff": handoff}), **kw)
+
+
+def end_turn(b: LogBuilder) -> None:
+    b.add("turn/end", {"turn": b.turn_no, "reason": {"kind": "completed"}})
+
+
+def session_of(events) -> FakeHost:
+    return FakeHost(RC8, events)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 10))
+
+
+# -- counting ------------------------------------------------------------------------------
+def test_the_open_turn_counts_its_own_appended_nodes_only():
+    b = open_long_turn(3, prior_turns=2)
+    log = SessionLog(RC8, b.events)
+    # user + "starting" + 3 x (call, result); the snapshot and the earlier turns do not count
+    assert len(state.open_turn_nodes(log, 3)) == 8
+    snapshot(b)
+    b.add("step/start", {"turn": 3, "step": 0})  # a landing step of an earlier turn
+    b.user("landed earlier turn node")
+    b.add("step/end", {"turn": 3, "step": 0})
+    assert len(state.open_turn_nodes(SessionLog(RC8, b.events), 3)) == 8
+
+
+# -- the reminder --------------------------------------------------------------------------
+def test_reminder_appears_once_per_milestone_and_names_count_tokens_and_next():
+    b = open_long_turn(13)  # 2 + 26 = 28 nodes
+    host, reminders, config = session_of(b.events), Reminders(), cfg()
+    assert reminders.render(host.session, 1, 15, config) == ""
+    for _ in range(1):
+        work_step(b)  # 30 nodes
+    host = session_of(b.events)
+    text = reminders.render(host.session, 1, 16, config)
+    assert "30 context nodes" in text and "milestone 30" in text and "at 60 nodes" in text
+    assert "continue_after_turn_compression" in text and "<" not in text  # plain text, no XML wrapper
+    assert texts.parse_reminder(text) == 30
+    # the next pre-step comes before the host has persisted the snapshot showing it: not again
+    work_step(b)
+    assert reminders.render(session_of(b.events).session, 1, 17, config) == ""
+    # once persisted, the durable snapshot alone also says it was shown (a restart)
+    snapshot(b, [{"name": state.SECTION, "text": text}])
+    assert Reminders().render(session_of(b.events).session, 1, 18, config) == ""
+    # a step that jumps across 60 and 90 shows only the highest milestone, once
+    for _ in range(30):
+        work_step(b)
+    again = reminders.render(session_of(b.events).session, 1, 50, config)
+    assert "milestone 90" in again and "milestone 60" not in again
+    assert reminders.render(session_of(b.events).session, 1, 51, config) == ""
+
+
+def test_reminder_restores_a_milestone_shown_under_an_older_prompt_from_the_count():
+    b = open_long_turn(15)  # 32 nodes
+    snapshot(b, [{"name": state.SECTION, "text": "an older wording of the reminder"}])
+    assert Reminders().render(session_of(b.events).session, 1, 17, cfg()) == ""
+
+
+def test_a_new_turn_starts_counting_again():
+    b = open_long_turn(15)
+    reminders = Reminders()
+    assert reminders.render(session_of(b.events).session, 1, 17, cfg()) != ""
+    end_turn(b)
+    b.turn_no, b.step_no = 2, 0
+    b.add("turn/start", {"turn": 2})
+    b.step_no = 1
+    b.add("step/start", {"turn": 2, "step": 1})
+    b.user("next")
+    b.add("step/end", {"turn": 2, "step": 1})
+    assert reminders.render(session_of(b.events).session, 2, 2, cfg()) == ""
+    for _ in range(15):
+        work_step(b)
+    assert "milestone 30" in reminders.render(session_of(b.events).session, 2, 17, cfg())
+
+
+def test_reminder_interval_is_configurable_and_the_feature_can_be_off():
+    b = open_long_turn(5)  # 12 nodes
+    assert "milestone 10" in Reminders().render(session_of(b.events).session, 1, 7, cfg(reminderIntervalNodes=10))
+    sections = {s.name: s for s in context_sections()}
+    section = sections[state.SECTION]
+    assert not section.enabled(cfg(enabled=False))
+    assert not section.enabled(EngineConfig.model_validate({"turns": {"enabled": False}}))
+    assert section.enabled(cfg())
+
+
+# -- the tool ------------------------------------------------------------------------------
+def call_tool(events, args, config=None, tools=None):
+    host = session_of(events)
+    session = host.session
+    call = PublicCall(session=session, args=args, turn=lifecycle_state(session.log.events).open_turn,
+                      call_id="call-x", agent_options=AgentOptions(), config=config or cfg(), port=host)
+    return run((tools or PublicTools(public_tools())).call(state.TOOL, call))
+
+
+def test_tool_concludes_a_long_turn_with_a_handoff():
+    answer = call_tool(open_long_turn(15).events, {"handoff": HANDOFF})
+    assert not answer.is_error and answer.conclude and "ends now" in answer.text
+
+
+@pytest.mark.parametrize("args, why", [({"handoff": "   "}, "non-empty"), ({}, "non-empty"), ("{not json", "non-empty")])
+def test_tool_refuses_an_empty_handoff_without_ending_the_turn(args, why):
+    answer = call_tool(open_long_turn(15).events, args)
+    assert answer.is_error and not answer.conclude and why in answer.text
+
+
+def test_tool_refuses_below_the_threshold_and_outside_a_turn():
+    short = call_tool(open_long_turn(10).events, {"handoff": HANDOFF})
+    assert short.is_error and not short.conclude and "22 of 30" in short.text
+    b = open_long_turn(15)
+    end_turn(b)
+    outside = call_tool(b.events, {"handoff": HANDOFF})
+    assert outside.is_error and not outside.conclude and "open turn" in outside.text
+
+
+def test_tool_is_offered_only_while_the_feature_is_on():
+    tools = PublicTools(public_tools())
+    assert [s.name for s in tools.specs(cfg())] == [state.TOOL]
+    assert tools.specs(cfg(enabled=False)) == []
+    off = call_tool(open_long_turn(15).events, {"handoff": HANDOFF}, cfg(enabled=False))
+    assert off.is_error and not off.conclude
+
+
+# -- requests in the log -------------------------------------------------------------------
+def test_only_a_successful_handoff_pair_of_the_latest_completed_turn_awaits_a_followup():
+    b = open_long_turn(15)
+    handoff_step(b, result_error=True)  # a refused call is no request
+    assert state.awaiting_followup(b.events) == []
+    call = handoff_step(b)
+    assert state.awaiting_followup(b.events) == []  # the turn is still open
+    end_turn(b)
+    (request,) = state.awaiting_followup(b.events)
+    assert (request.id, request.turn, request.handoff) == (call, 1, HANDOFF)
+    # delivered: the inbox insertion names it
+    delivered = list(b.events)
+    LogBuilder.add(b, "agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [
+        {"id": "m1", "role": "user", "content": [], "source": {"kind": "plugin", "plugin": "turn-memory",
+                                                                "continuation": call}}]})
+    assert state.awaiting_followup(b.events) == []
+    # superseded: a later (human) turn started first
+    b.events[:] = delivered
+    b.turn("a new human message")
+    assert state.awaiting_followup(b.events) == []
+
+
+# -- the follow-up -------------------------------------------------------------------------
+def ended_handoff_host(steps: int = 15) -> tuple[FakeHost, str]:
+    b = open_long_turn(steps)
+    call = handoff_step(b)
+    return FakeHost(RC8, b.events), call
+
+
+def fold(host: FakeHost, turn: int = 1):
+    count = len(turn_nodes(host.log, turn))
+    return ("replace_turn_nodes", {"from": "n1", "to": f"n{count}", "nodes": [
+        {"role": "user", "content": "Build the compiler."},
+        {"role": "assistant", "content": "Lexer and parser done; handed off: next is gen.py."}]})
+
+
+def forward(host: FakeHost, service: TurnService, dispatcher: FollowupDispatcher, config: EngineConfig,
+            *, reset: bool = False) -> None:
+    start = 0 if reset else host._sent
+    new = host.log.events[start:]
+    params = SessionEventsParams(sessionId=SESSION, start=start, count=len(new), reset=reset)
+    events = host.mirror.receive(None, host.dialect, params, json.dumps(new).encode())
+    host._sent = len(host.log)
+    service.on_events(host.session, events, reset, lambda: host, config)
+    dispatcher.on_events(host.session, events, reset, lambda: host, config)
+
+
+async def end_the_turn(host, service, dispatcher, config, turn: int = 1) -> None:
+    host.host_append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    forward(host, service, dispatcher, config)
+
+
+async def settle(dispatcher: FollowupDispatcher) -> None:
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    await asyncio.gather(*list(dispatcher._tasks), return_exceptions=True)
+
+
+def test_one_followup_after_the_compression_is_ready_then_it_lands_before_the_next_request():
+    host, call = ended_handoff_host()
+    service, config = TurnService(), cfg()
+    dispatcher = FollowupDispatcher(service)
+    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+
+    async def scenario():
+        await end_the_turn(host, service, dispatcher, config)
+        await settle(dispatcher)
+        assert len(host.followups) == 1 and host.flushes >= 1
+        # more events and a resync do not queue it again
+        forward(host, service, dispatcher, config, reset=True)
+        await settle(dispatcher)
+        assert len(host.followups) == 1
+        # the follow-up's turn opens; its first pre-step lands the compressed turn
+        host.host_append("turn/start", {"turn": 2})
+        host._forward()
+        await service.pre_step(host.session, 2, 1, config)
+
+    run(scenario())
+    (message_id, content, source) = host.followups[0]
+    assert source == {"kind": "plugin", "plugin": "turn-memory", "continuation": call}
+    text = content[0]["text"]
+    assert HANDOFF in text and "not a new instruction from the user" in text and "<" not in text
+    assert [host.log.message_of(s)["role"] for s in turn_nodes(host.log, 1)] == ["user", "assistant"]
+    assert any(marker_of(e) == ("compression", 1) for e in host.log.events)
+    assert is_host_context({"role": "user", "source": source})
+
+
+def test_no_followup_when_the_compression_gives_up():
+    host, _ = ended_handoff_host()
+    service, config = TurnService(), EngineConfig.model_validate({"turns": {"workerAttempts": 1, "maxWorkers": 1}})
+    dispatcher = FollowupDispatcher(service)
+    attach_workers(host, service, [WorkerScript([], stop="completed")])
+
+    async def scenario():
+        await end_the_turn(host, service, dispatcher, config)
+        await settle(dispatcher)
+
+    run(scenario())
+    assert host.followups == []
+    assert [marker_of(e) for e in host.log.events if marker_of(e)] == [("pending", 1)]
+
+
+def test_no_followup_when_a_human_turn_started_first():
+    host, _ = ended_handoff_host()
+    service, config = TurnService(), cfg()
+    dispatcher = FollowupDispatcher(service)
+    gate = asyncio.Event()
+    scripts = [WorkerScript([fold(host), FINISH])]
+    attach_workers(host, service, scripts)
+    run_worker = host.run_worker
+
+    async def slow_worker(*args):
+        await gate.wait()
+        return await run_worker(*args)
+
+    host.run_worker = slow_worker
+
+    async def scenario():
+        await end_the_turn(host, service, dispatcher, config)
+        await asyncio.sleep(0.02)
+        host.host_append("turn/start", {"turn": 2})  # the user typed before the worker finished
+        forward(host, service, dispatcher, config)
+        gate.set()
+        await settle(dispatcher)
+
+    run(scenario())
+    assert host.followups == []
+
+
+def test_after_a_restart_the_turn_is_compressed_and_followed_up_exactly_once():
+    # the first process marked the turn pending, then died before its worker finished
+    host, call = ended_handoff_host()
+    host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    from turn_memory.landing.land import stamp
+    from turn_memory.turns.landing import pending_plan
+    plan = pending_plan(host.log, turn_nodes(host.log, 1)[0], 1)
+    for event in stamp(host.log, plan.events):
+        host.host_append(event["type"], event["data"], surfaceOp=event["surfaceOp"],
+                         sourceEventSeqs=event["sourceEventSeqs"])
+    assert turns_to_recover(host.log) == [1]
+
+    async def new_process():
+        service, config = TurnService(), cfg()
+        dispatcher = FollowupDispatcher(service)
+        attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+        forward(host, service, dispatcher, config, reset=True)
+        await settle(dispatcher)
+
+    run(new_process())
+    assert len(host.followups) == 1 and host.followups[0][2]["continuation"] == call
+    run(new_process())  # another restart before the follow-up ran: the log says it is queued
+    assert len(host.followups) == 1
+
+
+def test_a_handoff_turn_cut_off_before_its_pending_marker_is_still_recovered():
+    host, call = ended_handoff_host()
+    host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    assert turns_to_recover(host.log) == [1]  # marker-free, but it asked for a continuation
+
+
+def test_a_handoff_turn_already_landed_gets_its_followup_without_recompression():
+    # the first process landed the turn (a no-op marker) and died before queueing the follow-up
+    host, call = ended_handoff_host()
+    host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    from turn_memory.landing.land import stamp
+    from turn_memory.turns.landing import LandingContext, noop_plan
+    plan = noop_plan(host.log, turn_nodes(host.log, 1)[0], LandingContext(1, None, 0))
+    for event in stamp(host.log, plan.events):
+        host.host_append(event["type"], event["data"], surfaceOp=event["surfaceOp"],
+                         sourceEventSeqs=event["sourceEventSeqs"])
+    assert turns_to_recover(host.log) == []
+    service = TurnService()
+    dispatcher = FollowupDispatcher(service)
+    started = attach_workers(host, service, [])
+
+    async def new_process():
+        forward(host, service, dispatcher, cfg(), reset=True)
+        await settle(dispatcher)
+
+    run(new_process())
+    assert started == [] and len(host.followups) == 1 and host.followups[0][2]["continuation"] == call

@@ -206,8 +206,8 @@ def test_tool_refuses_below_the_threshold_and_outside_a_turn():
 
 def test_tool_is_offered_only_while_the_feature_is_on():
     tools = PublicTools(public_tools())
-    assert [s.name for s in tools.specs(cfg())] == [state.TOOL]
-    assert tools.specs(cfg(enabled=False)) == []
+    assert state.TOOL in [s.name for s in tools.specs(cfg())]
+    assert state.TOOL not in [s.name for s in tools.specs(cfg(enabled=False))]
     off = call_tool(open_long_turn(15).events, {"handoff": HANDOFF}, cfg(enabled=False))
     assert off.is_error and not off.conclude
 

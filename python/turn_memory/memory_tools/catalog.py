@@ -7,7 +7,9 @@ from typing import Callable
 
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
+from turn_memory.memory_tools import read_image
 from turn_memory.memory_tools.registry import PublicTool
+from turn_memory.workers import SharedTool
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,12 @@ class ContextSection:
 
 
 def public_tools() -> list[PublicTool]:
-    return []
+    return [read_image.public_tool()]
+
+
+def worker_tools() -> dict[str, SharedTool]:
+    """Public tools also mounted in both compression-worker scopes, answered for the parent session."""
+    return {read_image.NAME: read_image.read_image}
 
 
 def context_sections() -> list[ContextSection]:

@@ -161,8 +161,8 @@ class TurnJob:
         return render_prompt(
             "turn-compression",
             {"turn": str(self.turn), "node_count": str(len(self.editor.nodes)),
-             "catalog": catalog(self.editor, previews=True)},
-            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0},
+             "catalog": catalog(self.editor, previews=True), "images": "\n".join(self.editor.image_markers())},
+            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0, "images": bool(self.editor.image_markers())},
         )
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:

@@ -68,7 +68,7 @@ def tool_texts(request) -> list[str]:
     return [text_of(m) for m in request.messages if m["role"] == "tool"]
 
 
-def with_image(home, fake):
+def with_image(home):
     """An image-capable route, the PNG in the workspace, and workers that never eat agent replies."""
     home.image_input = True
     (home.workspace / "shot.png").write_bytes(PNG)
@@ -76,7 +76,7 @@ def with_image(home, fake):
 
 
 def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(home, fake):
-    task = with_image(home, fake)
+    task = with_image(home)
     fake.push("turn", "I see a red square on the chart. IMAGE-SEEN",
               read_image(SHOT), read_image(FORGED), "The square was red. SECOND-DONE")
     # the first worker drops the marker: its finish is refused; it puts the marker back and finishes
@@ -123,7 +123,7 @@ def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(ho
 
 
 def test_read_memory_image_on_a_text_only_model_is_refused(home, fake):
-    task = with_image(home, fake)
+    task = with_image(home)
     fake.push("turn", "I see a red square. IMAGE-SEEN", "Noted. SECOND-DONE")
     fake.add_rule(IS_WORKER, replies=[fold(f"COMPRESSED-USER: screenshot {MARKER}"), FINISH])
     fake.add_rule(IS_WORKER, reply="nothing to do", times="always")
@@ -136,7 +136,7 @@ def test_read_memory_image_on_a_text_only_model_is_refused(home, fake):
     fake.push("turn", read_image(SHOT), "I cannot look at it again. TEXT-DONE")
     again = home.run(["Which colour exactly? Look at the screenshot."], resume=run.session_id)
     assert again.returncode == 0, (again.records, again.stderr[-3000:])
-    later = [r for r in agent_requests(fake)[0:] if r.index >= seen]
+    later = [r for r in agent_requests(fake) if r.index >= seen]
     assert later and all(r.body.get("model") == "fake-text-model" for r in later)
     refusal = next(t for r in later for t in tool_texts(r) if "read_memory_image" in t or "image input" in t)
     assert "does not accept image input" in refusal

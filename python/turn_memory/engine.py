@@ -40,7 +40,7 @@ from turn_memory.host.dialect import DIALECTS, Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import BridgeHostPort
-from turn_memory.memory_tools.catalog import context_sections, public_tools
+from turn_memory.memory_tools.catalog import context_sections, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import WorkerRegistry
@@ -56,7 +56,7 @@ REASONING_BLOCK_END = ElideExcept(type="assistant/chunk", path=["chunk", "block"
 class Engine:
     def __init__(self) -> None:
         self.mirror = SessionMirror()
-        self.workers = WorkerRegistry()
+        self.workers = WorkerRegistry(worker_tools())
         self.hints = HintService()
         self.turns = TurnService(self.workers, self.hints)
         self.compaction = CompactionService(self.workers)

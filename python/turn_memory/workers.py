@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -54,12 +54,20 @@ class ToolAnswer:
 
 
 class WorkerJob(Protocol):
+    #: the session the job works for (a MirroredSession)
+    session: Any
+
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer: ...
 
 
+#: a public tool a worker may call too: (the job's session, args) -> answer; raises ToolError
+SharedTool = Callable[[Any, Any], ToolAnswer]
+
+
 class WorkerRegistry:
-    def __init__(self) -> None:
+    def __init__(self, shared: dict[str, SharedTool] | None = None) -> None:
         self._jobs: dict[str, WorkerJob] = {}
+        self._shared = shared or {}
 
     def add(self, job_id: str, job: WorkerJob) -> None:
         self._jobs[job_id] = job
@@ -71,4 +79,10 @@ class WorkerRegistry:
         job = self._jobs.get(job_id)
         if job is None:
             return ToolAnswer("this job is over; stop now", is_error=True, conclude=True)
+        shared = self._shared.get(name)
+        if shared is not None:  # read-only, answered for the session the worker edits
+            try:
+                return shared(job.session, args)
+            except ToolError as exc:
+                return ToolAnswer(str(exc), is_error=True)
         return job.tool_call(worker_id, name, args)

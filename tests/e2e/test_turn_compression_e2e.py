@@ -64,7 +64,9 @@ def test_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
     assert not any("Looking at the parser" in text for _, text in convo)
     # the worker was a fork: its first request carried the raw turn, then the task
     (first_worker, *_rest) = worker_requests(fake)
-    assert "Looking at the parser" in first_worker.all_text() and set(first_worker.tool_names) == WORKER_TOOLS
+    # its scope holds the four editor tools and the public read_memory_image (design D-010), nothing else
+    assert "Looking at the parser" in first_worker.all_text()
+    assert set(first_worker.tool_names) == WORKER_TOOLS | {"read_memory_image"}
 
     _, events = home.session_log(run.session_id)
     reload(events)  # the whole log reloads under the host's rules

@@ -34,6 +34,12 @@ def build_log_text(rng: random.Random, lines: int) -> str:
     return "\n".join(out)
 
 
+
+def image_ref(attachment: str, name: str | None = "screen.png") -> dict[str, Any]:
+    """An rc8 ImageAttachmentRef (what DSH's attachment service returns and the log stores)."""
+    return {"attachmentId": attachment, "mediaType": "image/png", "bytes": 51234, "width": 640, "height": 480,
+            **({"name": name} if name is not None else {})}
+
 class SessionBuilder(LogBuilder):
     """A LogBuilder that also remembers the turn each surface node was appended in."""
 
@@ -69,10 +75,10 @@ class SessionBuilder(LogBuilder):
         return self.add("request/header", {"header": {"config": config, "system": system, "tools": tools or []}})
 
     def image_user(self, text: str, attachment: str) -> int:
+        """A user message with an rc8 ImageBlock `{type: 'image', attachment: ImageAttachmentRef}`."""
         msg = {"id": new_id("user"), "role": "user", "source": {"kind": "user"},
                "content": [{"type": "text", "text": text},
-                           {"type": "image", "image": {"attachmentId": attachment, "mediaType": "image/png",
-                                                       "width": 640, "height": 480}}]}
+                           {"type": "image", "attachment": image_ref(attachment)}]}
         return self.add("user/message", msg, op="append")
 
     def work_turn(self, *, calls: int = 2, log_lines: int = 40, task: str | None = None,

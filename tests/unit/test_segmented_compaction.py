@@ -84,7 +84,7 @@ def test_one_segment_is_folded_by_one_fork_and_committed_as_one_transaction(dial
     spec = started[0]
     assert {t["name"] for t in spec["tools"]} == {"list_session_segments", "read_session_source", "read_session_memory",
                                                   "search_session_memory", "replace_session_memory",
-                                                  "finish_session_segment"}
+                                                  "finish_session_segment", "read_memory_image"}
     assert "assigned to you" in spec["prompt"] and "- S1.1 · user · Turn 1:" in spec["prompt"]
     assert "You start fresh" not in spec["prompt"] and spec["maxRequests"] == 32
     assert "memory editor" in spec["persona"]
@@ -197,28 +197,38 @@ def test_a_worker_that_fails_to_run_counts_as_no_progress():
     assert modes == ["fork", "spawn"] and "USER-1" in checkpoint_body(host)
 
 
-def test_dropping_an_image_marker_is_refused_and_keeping_it_commits():
+def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
     def image_host() -> FakeHost:
         b = SessionBuilder(RC8, 5)
         b.preamble()
-        b.work_turn(image="att-42")
+        b.work_turn(image="sha256:" + "4" * 64)
         b.work_turn()
         b.work_turn()
         return FakeHost(RC8, b.events)
 
+    marker = ('<memory-image ref="sha256:' + "4" * 64 + '" type="image/png" size="640x480" bytes="51234" '
+              'name="screen.png" />')
     host = image_host()
     nodes, before = list(host.log.nodes), len(host.log)
+    # the worker folds without the marker: its finish is refused, naming the marker; it never
+    # fixes it, so the compaction closes with an error and the surface is untouched
     with pytest.raises(RemoteError) as excinfo:
-        compact(host, config(), [segment_worker(1, 0)])
-    assert "the checkpoint dropped image references: att-42" in str(excinfo.value)
+        compact(host, config(workerAttempts=1), [segment_worker(1, 0)])
     assert transactions(host.log.events[before:]) == [["compaction/start", "compaction/end"]]
     assert host.log.nodes == nodes
 
     host = image_host()
-    _, started = compact(host, config(), [WorkerScript([fold(
-        0, "P1", 'Screenshot of the failure: <memory-image ref="att-42" type="image/png" />', "Fixed it."), FINISH])])
+    script = WorkerScript([fold(0, "P1", "Screenshot of the failure.", "Fixed it."), FINISH,
+                           ("replace_session_memory", {"expected_revision": 1, "from": "M1",
+                                                       "nodes": [{"role": "user", "content": f"Screenshot: {marker}"}]}),
+                           FINISH])
+    _, started = compact(host, config(), [script])
     assert started[0]["mode"] == "fork"
-    assert '<memory-image ref="att-42" type="image/png" />' in checkpoint_body(host)
+    refused = script.answers[1]
+    assert refused.is_error and "image markers were dropped" in refused.text and marker in refused.text
+    assert marker in checkpoint_body(host)
+    # the fork's prompt lists the segment's markers in full (catalog previews may cut them)
+    assert marker in started[0]["prompt"]
 
 
 def test_a_checkpoint_not_smaller_than_the_history_is_refused():

@@ -8,16 +8,18 @@ after compaction/start closes the bracket with an error and leaves the surface a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
 from turn_memory.bridge.protocol import AgentOptions, ErrorInfo
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction import transaction as tx_
-from turn_memory.compaction.segmented import SegmentedJob, SegmentFailed
+from turn_memory.compaction.segmented import SegmentedJob, SegmentFailed, image_markers
 from turn_memory.compaction.selection import Selection, select_manual_range
 from turn_memory.compaction.summarize import SummaryFailed, route, summarize, summary_request
 from turn_memory.config import EngineConfig
+from turn_memory.host.images import missing_markers
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.land import LandingError, PartialLanding, Plan, SpanMoved, land
@@ -86,7 +88,13 @@ async def produce_checkpoint(session: MirroredSession, port: HostPort, config: E
     if config.compaction.method == "summary":
         instruction = render_prompt("compact-summary", {})
         request = summary_request(session.log, selection, agent, instruction, config.compaction.maxTokens)
-        return await summarize(port, session.id, request, config.compaction.llmTimeoutS)
+        summary = await summarize(port, session.id, request, config.compaction.llmTimeoutS)
+        # the summarizer saw the images themselves, not markers: the host adds the ones it left out
+        missing = missing_markers(image_markers(session.log, selection.shadowed), [summary.text])
+        if missing:
+            summary = dataclasses.replace(summary, blocks=[*summary.blocks, {"type": "text",
+                                                                             "text": "\n\nImages: " + " ".join(missing)}])
+        return summary
     provider, model = route(session.log, agent)
     job = SegmentedJob(session, port, config.compaction, selection)
     workers.add(job.job_id, job)

@@ -21,6 +21,7 @@ from turn_memory.compaction.selection import Selection
 from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError, tool_specs
 from turn_memory.config import CompactionConfig
 from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
 from turn_memory.host.turns import node_origins, surface_units
@@ -42,9 +43,10 @@ def source_nodes(log_: SessionLog, segment: Segment) -> list[SourceNode]:
     out = []
     for k, seq in enumerate(segment.seqs, start=1):
         message = log_.message_of(seq) or {"role": "user", "content": []}
-        text, _images, _ = render_blocks(message.get("content") or [])
+        text, images, _ = render_blocks(message.get("content") or [])
         role = message.get("role", "user")
-        out.append(SourceNode(f"S{segment.index}.{k}", "tool" if role == "tool" or _is_tool(log_, seq) else role, text))
+        out.append(SourceNode(f"S{segment.index}.{k}", "tool" if role == "tool" or _is_tool(log_, seq) else role, text,
+                              tuple(images)))
     return out
 
 
@@ -52,14 +54,14 @@ def _is_tool(log_: SessionLog, seq: int) -> bool:
     return log_.events[seq]["type"] == "tool/result"
 
 
-def image_refs(log_: SessionLog, seqs: list[int]) -> list[str]:
-    refs: dict[str, None] = {}
+def image_markers(log_: SessionLog, seqs: list[int]) -> list[str]:
+    """The image markers of the selected history: every one must survive into the checkpoint."""
+    markers: dict[str, None] = {}
     for seq in seqs:
         message = log_.message_of(seq)
         if message is not None:
-            for ref in render_blocks(message.get("content") or [])[1]:
-                refs.setdefault(ref)
-    return list(refs)
+            markers.update(dict.fromkeys(render_blocks(message.get("content") or [])[1]))
+    return list(markers)
 
 
 def render_transcript(editor: SessionMemoryEditor) -> str:
@@ -107,10 +109,11 @@ class SegmentedJob:
         log.info("%s: %d segment(s) over %d surface nodes", self.where, len(self.segments), len(self.selection.shadowed))
         for segment in self.segments:
             await self._segment(segment)
-        missing = [ref for ref in image_refs(self.session.log, self.selection.shadowed)
-                   if not any(f'ref="{ref}"' in n.text for n in self.editor.nodes)]
+        # each finish checked its own segment; this guards what later segments rewrote
+        missing = missing_markers(image_markers(self.session.log, self.selection.shadowed),
+                                  [n.text for n in self.editor.nodes])
         if missing:
-            raise SegmentFailed(f"the checkpoint dropped image references: {', '.join(missing)}")
+            raise SegmentFailed(f"the checkpoint dropped image markers: {', '.join(missing)}")
         return render_transcript(self.editor)
 
     async def _segment(self, segment: Segment) -> None:
@@ -155,6 +158,7 @@ class SegmentedJob:
         assert self.tools is not None and self.editor is not None
         spawn = mode == "spawn"
         sources = self.tools.sources[segment.index]
+        images = self.tools.segment_images(segment.index)  # catalog previews may cut a marker
         if spawn:  # a fresh worker has no history in context: give it the segment's text
             body = "\n\n".join(f"### {n.id} · {n.role}\n{n.text}" for n in sources)
             if len(body) > self.config.readLimitChars:
@@ -169,8 +173,8 @@ class SegmentedJob:
             "session-compaction",
             {"segment_count": str(len(self.segments)), "segment": str(segment.index),
              "revision": str(self.editor.revision), "segments": self.tools.segment_catalog(),
-             "sources": body, "handoff": handoff},
-            {"spawn": spawn, "handoff": bool(handoff)},
+             "sources": body, "handoff": handoff, "images": "\n".join(images)},
+            {"spawn": spawn, "handoff": bool(handoff), "images": bool(images)},
         )
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:

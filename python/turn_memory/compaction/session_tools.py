@@ -14,7 +14,9 @@ from pydantic import Field, model_validator
 
 from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
+from turn_memory.memory_tools.read_image import worker_spec
 from turn_memory.prompts import prompt_sections
+from turn_memory.turns.editor import image_problems
 from turn_memory.workers import ToolArgs, ToolError, parse_args, preview
 
 FINISH = "finish_session_segment"
@@ -101,7 +103,7 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
 
 def tool_specs() -> list[dict[str, Any]]:
     descriptions = prompt_sections("session-worker-tools")
-    return [{"name": n, "description": descriptions[n].strip(), "parameters": _SCHEMAS[n]} for n in TOOL_NAMES]
+    return [{"name": n, "description": descriptions[n].strip(), "parameters": _SCHEMAS[n]} for n in TOOL_NAMES] + [worker_spec()]
 
 
 @dataclass
@@ -109,6 +111,8 @@ class SourceNode:
     id: str
     role: str
     text: str
+    #: canonical image markers in this node (design D-010)
+    images: tuple[str, ...] = ()
 
 
 @dataclass
@@ -140,9 +144,19 @@ class SessionTools:
             if not self.editor.segment_done(self.assigned):
                 raise ToolError(f"segment S{self.assigned} is not covered yet: replace its placeholder "
                                 f"P{self.assigned} with memory nodes first")
+            problems = image_problems(self.segment_images(self.assigned), [n.text for n in self.editor.nodes],
+                                      [n.text for n in self.editor.nodes if n.placeholder is None],
+                                      allowed=self.segment_images())
+            if problems:
+                raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))
             self.finished.add(self.assigned)
             return f"Segment S{self.assigned} accepted. Your work is done."
         raise ToolError(f"unknown tool {name}")
+
+    def segment_images(self, segment: int | None = None) -> list[str]:
+        """Image markers of one segment's sources (all segments when None)."""
+        picked = [self.sources[segment]] if segment is not None else list(self.sources.values())
+        return list(dict.fromkeys(m for nodes in picked for n in nodes for m in n.images))
 
     # -- catalogs ----------------------------------------------------------------------
     def segment_catalog(self) -> str:

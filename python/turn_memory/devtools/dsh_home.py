@@ -60,6 +60,11 @@ class DshHome:
     #: route the default model through a generic OpenAI-style route with this context
     #: window (tokens) instead of DSH's deepseek route (whose window is 1M)
     context_window: int | None = None
+    #: use that generic route (window 128k unless set) and let its `fake-model` accept images;
+    #: its `fake-text-model` stays text-only
+    image_input: bool = False
+    #: which of the generic route's models is the default
+    route_model: str = "fake-model"
 
     @property
     def profile_dir(self) -> Path:
@@ -122,7 +127,7 @@ class DshHome:
             {"id": "headless-runner", "disabled": True},
             {"insert": [{"id": "turn-memory-driver", "name": "turn-memory-driver", "config": driver_config}]},
         ]
-        if self.context_window and self.model_url:
+        if (self.context_window or self.image_input) and self.model_url:
             overlay += self._small_window_route()
         if engine_overrides:
             # a patch replaces the row's whole config: restate it with the overrides merged in
@@ -140,13 +145,19 @@ class DshHome:
         return RunResult(code, records, out, err, time.monotonic() - started)
 
     def _small_window_route(self) -> list[dict[str, Any]]:
+        window = self.context_window or 128_000
         return [
             {"id": "llm-pi-ai", "config": {"providers": {"fake-local": {
                 "displayName": "Fake local", "apiKeyEnv": "DEEPSEEK_API_KEY", "api": "openai-completions",
                 "baseURL": f"{self.model_url}/v1", "compat": {"supportsDeveloperRole": False, "maxTokensField": "max_tokens"},
-                "models": [{"id": "fake-model", "name": "Fake Model", "contextWindow": self.context_window, "maxTokens": 4096}],
+                "models": [
+                    {"id": "fake-model", "name": "Fake Model", "contextWindow": window, "maxTokens": 4096,
+                     "input": ["text", "image"] if self.image_input else ["text"]},
+                    {"id": "fake-text-model", "name": "Fake Text Model", "contextWindow": window, "maxTokens": 4096,
+                     "input": ["text"]},
+                ],
             }}}},
-            {"id": "agent-default-model", "config": {"provider": "fake-local", "model": "fake-model"}},
+            {"id": "agent-default-model", "config": {"provider": "fake-local", "model": self.route_model}},
         ]
 
     def session_log(self, session_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

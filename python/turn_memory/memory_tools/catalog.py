@@ -10,8 +10,9 @@ from turn_memory.continuation import reminder as continuation_reminder
 from turn_memory.continuation import state as continuation_state
 from turn_memory.continuation import tool as continuation_tool
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.memory_tools import session_history
+from turn_memory.memory_tools import read_image, session_history
 from turn_memory.memory_tools.registry import PublicTool
+from turn_memory.workers import SharedTool
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,12 @@ class ContextSection:
 
 
 def public_tools() -> list[PublicTool]:
-    return [session_history.TOOL, continuation_tool.public_tool()]
+    return [session_history.TOOL, read_image.public_tool(), continuation_tool.public_tool()]
+
+
+def worker_tools() -> dict[str, SharedTool]:
+    """Public tools also mounted in both compression-worker scopes, answered for the parent session."""
+    return {read_image.NAME: read_image.read_image}
 
 
 def context_sections() -> list[ContextSection]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from turn_memory.host.images import missing_markers, unknown_markers
 from turn_memory.host.tokens import estimate_message
 from turn_memory.turns.nodes import OriginalNode, Role
 
@@ -175,10 +176,8 @@ class TurnNodeEditor:
         if grown is not None:
             problems.append(f"the rewritten nodes are longer than what they replace (~{grown[0]} vs ~{grown[1]} "
                             "tokens): shorten them")
-        missing = [ref for ref in self.image_refs() if not any(_keeps_image(n, ref) for n in self.nodes)]
-        if missing:
-            problems.append("image references were dropped; keep each <memory-image ref=…/> marker: "
-                            + ", ".join(missing))
+        problems += image_problems(self.image_markers(), [n.text for n in self.nodes],
+                                   [n.text for n in self.nodes if n.changed])
         return problems
 
     def _growth(self) -> tuple[int, int] | None:
@@ -189,22 +188,30 @@ class TurnNodeEditor:
                   for n in changed for i in range(n.slice[0], n.slice[1] + 1))
         return (new, old) if new > old else None
 
-    def image_refs(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for original in self.originals:
-            for ref in original.images:
-                seen.setdefault(ref)
-        return list(seen)
+    def image_markers(self) -> list[str]:
+        """The turn's image markers, each of which must survive (design D-010)."""
+        return list(dict.fromkeys(m for original in self.originals for m in original.images))
 
     @property
     def changed(self) -> bool:
         return any(n.changed for n in self.nodes)
 
 
-def _keeps_image(node: WorkingNode, ref: str) -> bool:
-    if node.original is not None:
-        return ref in node.original.images
-    return f'ref="{ref}"' in node.text
+def image_problems(required: Sequence[str], texts: Sequence[str], rewritten: Sequence[str],
+                   allowed: Sequence[str] | None = None) -> list[str]:
+    """Dropped or altered image markers, as worker-facing problems (empty when all is kept).
+
+    `required` must each appear verbatim in `texts`; the worker's `rewritten` texts may hold
+    only markers of `allowed` (default: the required ones).
+    """
+    problems = []
+    if missing := missing_markers(required, texts):
+        problems.append("image markers were dropped or changed; put each of these back, character for character "
+                        "(moving or merging them into another node is fine):\n  " + "\n  ".join(missing))
+    if unknown := unknown_markers(required if allowed is None else allowed, rewritten):
+        problems.append("these image markers are not in the source (altered or invented); remove them or copy the "
+                        "original marker exactly:\n  " + "\n  ".join(unknown))
+    return problems
 
 
 def tool_pairing_problem(nodes: Sequence[WorkingNode]) -> str | None:

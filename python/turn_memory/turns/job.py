@@ -181,8 +181,10 @@ class TurnJob:
         return render_prompt(
             "turn-compression",
             {"turn": str(self.turn), "node_count": str(len(self.editor.nodes)),
-             "catalog": catalog(self.editor, previews=True), "hints": hints_text(self.hints)},
-            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0, "hints": bool(self.hints)},
+             "catalog": catalog(self.editor, previews=True), "hints": hints_text(self.hints),
+             "images": "\n".join(self.editor.image_markers())},
+            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0, "hints": bool(self.hints),
+             "images": bool(self.editor.image_markers())},
         )
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
+from turn_memory.host.images import ImageRef, markers_in
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.markers import is_host_context, marker_of
 
@@ -33,6 +34,7 @@ class OriginalNode:
     calls: tuple[str, ...] = ()
     result_for: str | None = None
     has_reasoning: bool = False
+    #: canonical `<memory-image …/>` markers of this node's images
     images: tuple[str, ...] = ()
 
     @property
@@ -41,19 +43,19 @@ class OriginalNode:
         return data if self.event["type"] == "user/message" else data["message"]
 
 
-def image_marker(block: dict[str, Any]) -> tuple[str, str]:
-    """Canonical lazy reference for an image block (design D-010): (attachment id, marker)."""
-    ref = block.get("image") or block.get("ref") or block
-    attachment = str(ref.get("attachmentId") or ref.get("id") or ref.get("sha256") or "unknown")
-    attrs = [f'ref="{attachment}"']
-    for key, name in (("mediaType", "type"), ("width", "width"), ("height", "height"), ("byteLength", "bytes")):
-        if ref.get(key) is not None:
-            attrs.append(f'{name}="{ref[key]}"')
-    return attachment, f"<memory-image {' '.join(attrs)} />"
+def image_marker(block: dict[str, Any]) -> str:
+    """The canonical lazy marker of an image block (design D-010)."""
+    ref = ImageRef.from_block(block)
+    # a block without a usable ref cannot be read back: say so instead of inventing an id
+    return ref.marker if ref is not None else "[image block without an attachment reference]"
 
 
 def render_blocks(blocks: Sequence[dict[str, Any]]) -> tuple[str, list[str], bool]:
-    """Text of content blocks for the worker; returns (text, image refs, has reasoning)."""
+    """Text of content blocks for a worker; returns (text, image markers, has reasoning).
+
+    The markers are those of image blocks and those already in the text (a checkpoint or a
+    landed turn carries earlier images as markers): every one must survive a rewrite.
+    """
     parts: list[str] = []
     images: list[str] = []
     reasoning = False
@@ -61,6 +63,7 @@ def render_blocks(blocks: Sequence[dict[str, Any]]) -> tuple[str, list[str], boo
         kind = block.get("type")
         if kind == "text":
             parts.append(block.get("text", ""))
+            images += markers_in(block.get("text", ""))
         elif kind == "reasoning":
             reasoning = True
             parts.append(f"[reasoning]\n{block.get('text', '')}\n[/reasoning]")
@@ -72,8 +75,9 @@ def render_blocks(blocks: Sequence[dict[str, Any]]) -> tuple[str, list[str], boo
             error = " error" if block.get("isError") else ""
             parts.append(f"[tool result id={block.get('toolCallId')}{error}]\n{inner}")
         elif kind == "image":
-            ref, marker = image_marker(block)
-            images.append(ref)
+            marker = image_marker(block)
+            if ImageRef.from_block(block) is not None:
+                images.append(marker)
             parts.append(marker)
         else:
             parts.append(f"[{kind} block] {json.dumps(block, ensure_ascii=False)[:400]}")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from turn_memory.memory_tools.read_image import worker_spec
 from turn_memory.prompts import prompt_sections
 from turn_memory.workers import ToolArgs, ToolError, parse_args, preview
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
@@ -97,7 +98,7 @@ _SCHEMAS: dict[str, dict[str, Any]] = {
 def tool_specs() -> list[dict[str, Any]]:
     """Name, description (from the prompt file, read fresh) and JSON schema of each tool."""
     descriptions = prompt_sections("turn-worker-tools")
-    return [{"name": name, "description": descriptions[name].strip(), "parameters": _SCHEMAS[name]} for name in TOOL_NAMES]
+    return [{"name": name, "description": descriptions[name].strip(), "parameters": _SCHEMAS[name]} for name in TOOL_NAMES] + [worker_spec()]
 
 
 def _kind(node: WorkingNode) -> str:

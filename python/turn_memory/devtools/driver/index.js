@@ -1,12 +1,14 @@
 // Drives a real DSH agent through several turns in one process (the stock headless
 // runner answers one task and exits, which leaves no time for background work).
-// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle})[], resumeSessionId?, reportFile }.
+// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle} | {image, text})[], resumeSessionId?, reportFile }.
+// {image: path, text} is a turn whose user message carries that PNG, saved through DSH's attachment service.
 // {send: text} starts a turn without waiting for it, so a following command runs mid-turn.
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
 import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
+import { basename } from 'node:path';
 import { installModelSelection } from '@deepseek-ai/dsh-agent';
 import { createUserMessage } from '@deepseek-ai/dsh-llm';
 import { SessionId } from '@deepseek-ai/dsh-session';
@@ -76,6 +78,17 @@ async function run(ctx, config) {
       const [file, ...args] = task.exec;
       const r = spawnSync(file, args, { encoding: 'utf8' });
       report(config, { exec: task.exec, status: r.status, stdout: r.stdout, stderr: r.stderr });
+      continue;
+    }
+    if (typeof task === 'object' && task.image) {
+      // what a client upload does: commit the bytes first, then send the durable ref
+      const ref = await ctx.get('attachments').saveImage({ data: new Uint8Array(readFileSync(task.image)), mediaType: 'image/png', name: basename(task.image) });
+      const from = agent.session.seq;
+      agent.followup(createUserMessage({ content: [{ type: 'text', text: task.text ?? '' }, { type: 'image', attachment: ref }], source: { kind: 'user' } }));
+      await agent.whenIdle();
+      const out = outcome(agent.session.events, from);
+      ok &&= out.reason?.kind === 'completed';
+      report(config, { task: task.text ?? '', image: ref, text: out.text, reason: out.reason });
       continue;
     }
     const text = typeof task === 'string' ? task : task.command;

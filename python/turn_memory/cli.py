@@ -7,7 +7,7 @@ import sys
 
 from turn_memory import __version__
 from turn_memory.demo import add_demo_commands
-from turn_memory.inspect_log import add_inspect_commands
+from turn_memory.inspection.command import add_inspect_commands
 from turn_memory.install.commands import add_install_commands
 from turn_memory.serve import add_serve_commands
 

@@ -6,7 +6,6 @@ JavaScript string length counts UTF-16 code units, so lengths are measured that 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Iterable
 
 CHARS_PER_TOKEN = 4
@@ -15,11 +14,13 @@ ROLE_OVERHEAD = 4
 
 
 def js_len(text: str) -> int:
+    if text.isascii():  # one code unit per character; skips an encode of the whole text
+        return len(text)
     return len(text.encode("utf-16-le")) // 2
 
 
 def _chars(text: str) -> int:
-    return math.ceil(js_len(text) / CHARS_PER_TOKEN)
+    return -(-js_len(text) // CHARS_PER_TOKEN)  # ceil in integers
 
 
 def estimate_content(blocks: Iterable[dict[str, Any]]) -> int:

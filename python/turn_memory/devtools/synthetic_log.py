@@ -25,6 +25,8 @@ import zstandard
 
 from turn_memory.turns.markers import SNAPSHOT_PLUGIN, marker_source
 
+#: message ids; reseeded per log so that a seed always writes the same bytes
+_IDS = random.Random(0)
 MODEL_SOURCE = {"kind": "model", "provider": "deepseek-official", "model": "deepseek-chat"}
 
 
@@ -108,12 +110,12 @@ class _Text:
 
 
 def _user(text: str, **source: Any) -> dict[str, Any]:
-    return {"id": f"u{random.getrandbits(48):x}", "role": "user", "content": [{"type": "text", "text": text}],
+    return {"id": f"u{_IDS.getrandbits(48):x}", "role": "user", "content": [{"type": "text", "text": text}],
             "source": source or {"kind": "user"}}
 
 
 def _assistant(turn: int, step: int, content: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"turn": turn, "step": step, "message": {"id": f"a{random.getrandbits(48):x}", "role": "assistant",
+    return {"turn": turn, "step": step, "message": {"id": f"a{_IDS.getrandbits(48):x}", "role": "assistant",
                                                    "content": content, "source": MODEL_SOURCE}}
 
 
@@ -123,6 +125,7 @@ def write_synthetic_log(path: str | Path, *, target_bytes: int, seed: int = 0, l
     path = Path(path)
     stats = SyntheticLog(path)
     rng = random.Random(seed)
+    _IDS.seed(seed)
     text = _Text(rng)
     with open(path, "wb") as out:
         w = _Writer(out, stats, level)

@@ -238,8 +238,9 @@ class Fold:
                     self._rewrote(unit)
             elif self._open is not None:
                 unit = self._open
-                # the agent's own output; copies (markers, restated snapshots) cite their originals
-                if not (kind != "assistant/message" and event.get("sourceEventSeqs")):
+                # the agent's own output; a user message citing earlier events is a restated
+                # copy (a snapshot kept across a landing), not new history
+                if not (kind == "user/message" and event.get("sourceEventSeqs")):
                     unit.raw_nodes += 1  # type: ignore[attr-defined]
                     unit.raw_tokens += tokens  # type: ignore[attr-defined]
                     self.raw_nodes += 1

@@ -27,8 +27,9 @@ def estimate_content(blocks: Iterable[dict[str, Any]]) -> int:
     tokens = 0
     for block in blocks:
         kind = block.get("type")
-        if kind in ("text", "reasoning"):
-            tokens += _chars(block.get("text", "")) + BLOCK_OVERHEAD
+        if kind == "text" or kind == "reasoning":
+            # _chars inlined: this runs for every message of every log `inspect` reads
+            tokens += -(-js_len(block.get("text", "")) // CHARS_PER_TOKEN) + BLOCK_OVERHEAD
         elif kind == "tool-call":
             tokens += _chars(block.get("name", "")) + _chars(block.get("arguments", "")) + BLOCK_OVERHEAD
         elif kind == "tool-result":

@@ -11,9 +11,11 @@ are read in blocks. Memory is bounded by the read size plus the largest single f
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from queue import Empty, Queue
 from typing import Any, BinaryIO
 
 import zstandard
@@ -21,6 +23,10 @@ import zstandard
 from turn_memory.logs.frames import MAGIC, FrameShapeError, frame_extent
 
 READ_SIZE = 4 << 20
+#: decoded lines handed to the parser at once, and how many such groups may wait: together
+#: they bound the plaintext held ahead of the parser (a few MB)
+HANDOFF_LINES = 512
+AHEAD = 4
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,8 @@ class Batch:
     lines: list[bytes]
     #: 0-based frame number, None for plain logs
     frame: int | None = None
+    #: file position after this batch (for progress)
+    end: int = 0
 
     def where(self, index: int) -> tuple[int, str]:
         """(byte offset, human location) of ``lines[index]``."""
@@ -72,13 +80,52 @@ class LogStream:
         self._read_size = read_size
 
     def batches(self) -> Iterator[Batch]:
-        with open(self.path, "rb") as f:
-            yield from (self._zstd(f) if self.compressed else self._plain(f))
+        """Every batch in file order. Decoding runs one batch ahead in a thread: zstd and file
+        reads release the GIL, so on a second core they overlap with the caller's parsing."""
+        queue: Queue[list[Batch] | BaseException | None] = Queue(maxsize=AHEAD)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                group: list[Batch] = []
+                size = 0
+                with open(self.path, "rb") as f:
+                    for batch in (self._zstd(f) if self.compressed else self._plain(f)):
+                        group.append(batch)
+                        size += len(batch.lines)
+                        if size >= HANDOFF_LINES:  # one handoff per many frames: each costs a GIL switch
+                            if stop.is_set():
+                                return
+                            queue.put(group)
+                            group, size = [], 0
+                queue.put(group)
+                queue.put(None)
+            except BaseException as exc:  # handed to the consumer, re-raised there
+                queue.put(exc)
+
+        worker = threading.Thread(target=produce, name="log-decode", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = queue.get()
+                if item is None:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                for batch in item:
+                    yield batch
+                if item and self._on_progress is not None:
+                    self._on_progress(item[-1].end)
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a producer waiting on a full queue
+                try:
+                    queue.get_nowait()
+                except Empty:
+                    worker.join(0.01)
 
     def _progress(self, at: int) -> None:
         self.bytes_read = at
-        if self._on_progress is not None:
-            self._on_progress(at)
 
     # -- plain JSONL ---------------------------------------------------------------------
     def _plain(self, f: BinaryIO) -> Iterator[Batch]:
@@ -88,7 +135,7 @@ class LogStream:
             carry = lines.pop()
             self._progress(offset + len(lines) + sum(map(len, lines)) + len(carry))
             if lines:
-                yield Batch(offset, lines)
+                yield Batch(offset, lines, end=self.bytes_read)
                 offset += len(lines) + sum(map(len, lines))
         if carry.strip():
             self.damage.append(Damage("torn-line", offset, f"the last line ({len(carry)} bytes) has no newline: "
@@ -114,7 +161,7 @@ class LogStream:
                     + (f", a {len(carry)}-byte partial line dropped" if carry else "")))
                 carry = b""
             if lines:
-                yield Batch(offset, lines, self.frames - 1)
+                yield Batch(offset, lines, self.frames - 1, end=self.bytes_read)
         if carry.strip():
             self.damage.append(Damage("torn-line", self.size, f"the log ends inside a line ({len(carry)} bytes)"))
         self._progress(self.size)

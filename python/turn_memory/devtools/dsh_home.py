@@ -60,6 +60,8 @@ class DshHome:
     #: route the default model through a generic OpenAI-style route with this context
     #: window (tokens) instead of DSH's deepseek route (whose window is 1M)
     context_window: int | None = None
+    #: the session log's encoding ("zstd", DSH's default, or "none" for plain session.jsonl)
+    log_compression: str | None = None
 
     @property
     def profile_dir(self) -> Path:
@@ -124,6 +126,10 @@ class DshHome:
         ]
         if self.context_window and self.model_url:
             overlay += self._small_window_route()
+        if self.log_compression:
+            # an id patch replaces the whole config: restate the sessions root DSH's base sets
+            overlay.append({"id": "session-persistence-jsonl", "config": {
+                "root": str(self.root / "sessions"), "compression": self.log_compression}})
         if engine_overrides:
             # a patch replaces the row's whole config: restate it with the overrides merged in
             overlay.append({"id": "turn-memory", "config": deep_merge(self.row_config(), engine_overrides)})

@@ -145,11 +145,26 @@ def _malformed(tag: str, why: str) -> SessionLogError:
 
 
 # exact types: a bool is not a number here, as in JSON
-_STR, _INT, _NUM = {str}, {int}, (int, float)
+_NUM = (int, float)
 _ROW_KEYS = {"type", "seq0", "time0", "data"}
 _TEXT_KEYS = {"turn", "step", "index", "dt", "texts"}
 _CALL_KEYS = {"turn", "step", "index", "id", "dt", "args"}
 _NAMED_CALL_KEYS = _CALL_KEYS | {"name"}
+
+
+def _all_str(values: list[Any]) -> bool:
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
+
+
+def _all_int(values: list[Any]) -> bool:
+    try:
+        return type(sum(values)) is int
+    except TypeError:
+        return False
 
 
 def chunk_row_members(row: dict[str, Any]) -> list[str]:
@@ -180,11 +195,12 @@ def chunk_row_members(row: dict[str, Any]) -> list[str]:
         members = data["texts"]
     if not (type(data["turn"]) in _NUM and type(data["step"]) in _NUM and type(data["index"]) in _NUM):
         raise _malformed(tag, "turn/step/index must be numbers")
-    # set(map(type, …)) checks every member at C speed
-    if type(members) is not list or not members or set(map(type, members)) != _STR:
+    # join and sum check every member at C speed (TypeError on a wrong type); a float gap
+    # makes the sum a float. Only a boolean gap would pass: JSON writers do not produce one.
+    if type(members) is not list or not members or not _all_str(members):
         raise _malformed(tag, "payload must be a non-empty string array")
     dt = data["dt"]
-    if type(dt) is not list or len(dt) != len(members) - 1 or not set(map(type, dt)) <= _INT:
+    if type(dt) is not list or len(dt) != len(members) - 1 or not _all_int(dt):
         raise _malformed(tag, f"dt must be {len(members) - 1} integers")
     return members
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import zstandard
 from turn_memory.logs.frames import MAGIC, FrameShapeError, frame_extent
 
 READ_SIZE = 4 << 20
-#: decoded lines handed to the parser at once, and how many such groups may wait: together
+#: decoded lines handed to the parser at once, and how many such batches may wait: together
 #: they bound the plaintext held ahead of the parser (a few MB)
 HANDOFF_LINES = 512
 AHEAD = 4
@@ -44,20 +45,21 @@ class Damage:
 
 @dataclass
 class Batch:
-    """Complete lines from one frame (zstd) or one read block (plain)."""
+    """Complete lines: from several consecutive frames (zstd) or one read block (plain)."""
 
-    #: file offset of the frame (zstd), or of the first line (plain)
+    #: file offset of the first line (plain), or of the first frame (zstd)
     offset: int
     lines: list[bytes]
-    #: 0-based frame number, None for plain logs
-    frame: int | None = None
+    #: zstd: per frame in this batch, (index of its first line, file offset, frame number)
+    frames: list[tuple[int, int, int]] | None = None
     #: file position after this batch (for progress)
     end: int = 0
 
     def where(self, index: int) -> tuple[int, str]:
         """(byte offset, human location) of ``lines[index]``."""
-        if self.frame is not None:
-            return self.offset, f"frame {self.frame} at byte {self.offset}, line {index + 1} of the frame"
+        if self.frames is not None:
+            first, offset, number = self.frames[bisect_right(self.frames, (index, 1 << 62)) - 1]
+            return offset, f"frame {number} at byte {offset}, line {index - first + 1} of the frame"
         at = self.offset + sum(len(line) + 1 for line in self.lines[:index])
         return at, f"byte {at}"
 
@@ -82,23 +84,16 @@ class LogStream:
     def batches(self) -> Iterator[Batch]:
         """Every batch in file order. Decoding runs one batch ahead in a thread: zstd and file
         reads release the GIL, so on a second core they overlap with the caller's parsing."""
-        queue: Queue[list[Batch] | BaseException | None] = Queue(maxsize=AHEAD)
+        queue: Queue[Batch | BaseException | None] = Queue(maxsize=AHEAD)
         stop = threading.Event()
 
         def produce() -> None:
             try:
-                group: list[Batch] = []
-                size = 0
                 with open(self.path, "rb") as f:
                     for batch in (self._zstd(f) if self.compressed else self._plain(f)):
-                        group.append(batch)
-                        size += len(batch.lines)
-                        if size >= HANDOFF_LINES:  # one handoff per many frames: each costs a GIL switch
-                            if stop.is_set():
-                                return
-                            queue.put(group)
-                            group, size = [], 0
-                queue.put(group)
+                        if stop.is_set():
+                            return
+                        queue.put(batch)
                 queue.put(None)
             except BaseException as exc:  # handed to the consumer, re-raised there
                 queue.put(exc)
@@ -112,10 +107,9 @@ class LogStream:
                     break
                 if isinstance(item, BaseException):
                     raise item
-                for batch in item:
-                    yield batch
-                if item and self._on_progress is not None:
-                    self._on_progress(item[-1].end)
+                yield item
+                if self._on_progress is not None:
+                    self._on_progress(item.end)
         finally:
             stop.set()
             while worker.is_alive():  # unblock a producer waiting on a full queue
@@ -144,24 +138,34 @@ class LogStream:
 
     # -- zstd frames ---------------------------------------------------------------------
     def _zstd(self, f: BinaryIO) -> Iterator[Batch]:
+        """Frames grouped into batches of about HANDOFF_LINES lines: per-batch costs (the
+        thread handoff, the parser's setup) are paid per group, not per frame."""
         walk = _FrameWalk(f, self._read_size, self.damage)
         carry = b""  # an unterminated line continuing into the next frame
+        lines: list[bytes] = []
+        frames: list[tuple[int, int, int]] = []
         for offset, text, complete in walk.frames():
-            self.frames += 1
-            self._progress(walk.position)
             if carry:
                 text, carry = carry + text, b""
-            lines = text.split(b"\n")
-            carry = lines.pop()
+            frame_lines = text.split(b"\n")
+            carry = frame_lines.pop()
             if not complete:
                 self.damage.append(Damage(
                     "truncated-frame", offset,
                     f"zstd frame at byte {offset}: the file ends {self.size - offset} bytes into it (an interrupted "
-                    f"append); {len(lines)} complete line(s) recovered from it"
+                    f"append); {len(frame_lines)} complete line(s) recovered from it"
                     + (f", a {len(carry)}-byte partial line dropped" if carry else "")))
                 carry = b""
-            if lines:
-                yield Batch(offset, lines, self.frames - 1, end=self.bytes_read)
+            if frame_lines:
+                frames.append((len(lines), offset, self.frames))
+                lines += frame_lines
+            self.frames += 1
+            if len(lines) >= HANDOFF_LINES:
+                self._progress(walk.position)
+                yield Batch(frames[0][1], lines, frames, end=self.bytes_read)
+                lines, frames = [], []
+        if lines:
+            yield Batch(frames[0][1], lines, frames, end=self.size)
         if carry.strip():
             self.damage.append(Damage("torn-line", self.size, f"the log ends inside a line ({len(carry)} bytes)"))
         self._progress(self.size)

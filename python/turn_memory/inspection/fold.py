@@ -15,6 +15,7 @@ rewrites. "Before turn-memory" of a turn counts only what the agent itself appen
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_
 from turn_memory.turns.markers import PLUGIN
 
 CHUNK = "assistant/chunk"
+ROW_TYPES = frozenset(CHUNK_ROW_TYPES)
 _LIFECYCLE = frozenset({"turn/start", "turn/end", "step/start", "step/end", "compaction/start", "compaction/end"})
 #: at most this many problems of one kind are listed; the rest are only counted
 PROBLEM_LIMIT = 20
@@ -96,7 +98,7 @@ class Fold:
         self.dialect = dialect
         self.header: dict[str, Any] | None = None
         self.lines = 0
-        self.by_type: dict[str, int] = {}
+        self.by_type: defaultdict[str, int] = defaultdict(int)
         self.turns: dict[int, TurnStats] = {}
         self.checkpoints: list[CheckpointStats] = []
         self.loose = Unit()
@@ -156,7 +158,7 @@ class Fold:
                 self.problem("bad-line", at, f"{text}: not a JSON object")
                 continue
             kind = record.get("type")
-            if kind in CHUNK_ROW_TYPES:
+            if kind in ROW_TYPES:
                 try:
                     count = len(chunk_row_members(record))
                 except SessionLogError as exc:
@@ -167,7 +169,7 @@ class Fold:
                 if seq != expected and not self._gap(seq, expected, index, where):
                     continue
                 expected = seq + count
-                by_type[CHUNK] = by_type.get(CHUNK, 0) + count
+                by_type[CHUNK] += count
                 continue
             seq = record.get("seq")
             if seq != expected:
@@ -177,7 +179,7 @@ class Fold:
                 if not self._gap(seq, expected, index, where):
                     continue
             expected = seq + 1
-            by_type[kind] = by_type.get(kind, 0) + 1
+            by_type[kind] += 1
             if "surfaceOp" in record and kind in surface_types:
                 self._surface_event(record, seq, kind, index, where)
             elif kind in _LIFECYCLE:

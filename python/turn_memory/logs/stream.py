@@ -106,8 +106,8 @@ class LogStream:
 
     # -- zstd frames ---------------------------------------------------------------------
     def _zstd(self, f: BinaryIO) -> Iterator[Batch]:
-        """Frames grouped into batches of about HANDOFF_LINES lines: per-batch costs (the
-        thread handoff, the parser's setup) are paid per group, not per frame."""
+        """Frames grouped into batches of about HANDOFF_LINES lines: the parser's per-batch
+        setup is paid per group, not per frame (a log has tens of thousands of frames)."""
         walk = _FrameWalk(f, self._read_size, self.damage)
         carry = b""  # an unterminated line continuing into the next frame
         lines: list[bytes] = []
@@ -187,7 +187,8 @@ class _FrameWalk:
             except zstandard.ZstdError as exc:
                 self._resync(f"corrupt ({exc})")
                 continue
-            self._found(offset)
+            if self._lost is not None:
+                self._found(offset)
             self._pos += extent.length
             yield offset, text, True
         self._found(None)

@@ -243,3 +243,15 @@ def test_progress_bar_only_for_large_logs_on_a_terminal():
     assert "25%" in out.getvalue() and "50/200 MB" in out.getvalue()
     bar.close()
     assert out.getvalue().endswith("\r")
+
+
+def test_inspect_does_not_pay_for_the_engine_imports(tmp_path):
+    """`inspect` runs often on big logs: the CLI must not import the engine (pydantic, zmq)."""
+    import subprocess
+    import sys
+
+    path = write_plain(tmp_path / "session.jsonl", landed_log(RC8))
+    probe = ("import sys; from turn_memory.cli import main; code = main(['inspect', '--json', sys.argv[1]]); "
+             "print(sorted(m for m in ('pydantic', 'zmq', 'turn_memory.engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr

@@ -186,10 +186,6 @@ class Fold:
                 self._lifecycle(kind, record.get("data"))
         self._expected = expected
 
-    def event(self, event: dict[str, Any]) -> None:
-        """Fold one already-expanded event (tests, and callers holding events in memory)."""
-        self.feed_lines([orjson.dumps(event)], _nowhere)
-
     def _gap(self, seq: Any, expected: int, index: int, where: Any) -> bool:
         """Report an out-of-order seq; False when the record must be skipped."""
         at, text = where(index)
@@ -382,7 +378,3 @@ def _marker(source: Any) -> tuple[str, int] | None:
         if phase in ("pending", "compression") and type(turn) is int:
             return phase, turn
     return None
-
-
-def _nowhere(index: int) -> tuple[None, str]:
-    return None, f"record {index + 1}"

@@ -3,31 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from turn_memory import __version__
-from turn_memory.demo import add_demo_commands
-from turn_memory.inspect_log import add_inspect_commands
-from turn_memory.install.commands import add_install_commands
-from turn_memory.serve import add_serve_commands
+
+#: command -> module with its `add_*_commands`; imported only when needed, because the
+#: engine side (pydantic, zmq, the whole engine) costs about a second of imports that
+#: `inspect` and `doctor` should not pay on every run
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("turn_memory.serve", "add_serve_commands"),
+    "install": ("turn_memory.install.commands", "add_install_commands"),
+    "uninstall": ("turn_memory.install.commands", "add_install_commands"),
+    "demo": ("turn_memory.demo", "add_demo_commands"),
+    "inspect": ("turn_memory.inspection.command", "add_inspect_commands"),
+    "doctor": ("turn_memory.doctor.command", "add_doctor_commands"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or (`only`) just the one command being run."""
     parser = argparse.ArgumentParser(
         prog="turn-memory",
         description="Continuous, losslessly recoverable context memory for DSH (DeepSeek Harness).",
     )
     parser.add_argument("--version", action="version", version=f"turn-memory {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add_serve_commands(sub)
-    add_install_commands(sub)
-    add_demo_commands(sub)
-    add_inspect_commands(sub)
+    wanted = [COMMANDS[only]] if only in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module, adder in wanted:
+        getattr(importlib.import_module(module), adder)(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    args = build_parser(command).parse_args(argv)
     return int(args.func(args) or 0)
 
 

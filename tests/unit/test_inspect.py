@@ -1,35 +1,257 @@
-"""`turn-memory inspect` reads a session log and reports per-turn state and savings."""
+"""`turn-memory inspect`: the streaming report agrees with the log, survives damage, and its
+command line says whether the log was whole."""
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import zstandard
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RC8
-from turn_memory.inspect_log import summarize_log
+from turn_memory.cli import main
+from turn_memory.devtools.synthetic_log import SyntheticLog, write_synthetic_log
+from turn_memory.host.dialect import RC8, V02, Dialect
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_message
+from turn_memory.host.turns import node_origins
+from turn_memory.inspection.fold import Fold
+from turn_memory.inspection.progress import MIN_BYTES, ProgressBar, wants_bar
+from turn_memory.inspection.report import SCHEMA, inspect_log
 from turn_memory.landing.land import stamp
+from turn_memory.logs.reader import read_session_log
+from turn_memory.logs.stream import LogStream
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, plan_landing
+from turn_memory.turns.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 
+HEADER = {"type": "session", "version": 0, "id": "s-1", "createdAt": 1, "cwd": "/w"}
 
-def write_log(tmp_path, events):
-    path = tmp_path / "session.jsonl"
-    lines = [json.dumps({"type": "session", "version": 0, "id": "s", "createdAt": 1})]
-    lines += [json.dumps(e) for e in events]
-    path.write_text("\n".join(lines) + "\n")
+
+def write_plain(path: Path, events: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [HEADER, *events]))
     return path
 
 
-def test_inspect_reports_landed_and_pending_turns_and_the_savings(tmp_path):
-    log, positions = completed_turn_log(RC8, Shape(), prior_turns=1)  # turn 2 pending, turn 3 open
+def write_zstd(path: Path, events: list[dict[str, Any]], per_frame: int = 7) -> Path:
+    cctx = zstandard.ZstdCompressor(write_checksum=True, write_content_size=False)
+    batches = [[HEADER]] + [events[i:i + per_frame] for i in range(0, len(events), per_frame)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(cctx.compress(b"".join(orjson.dumps(r) + b"\n" for r in b)) for b in batches))
+    return path
+
+
+def reference(events: list[dict[str, Any]], dialect: Dialect) -> dict[str, Any]:
+    """The per-turn figures computed the slow way: the whole log through the surface model."""
+    log = SessionLog(dialect, events)
+    origins = node_origins(events, dialect)
+
+    def tokens(seqs: list[int]) -> int:
+        return sum(estimate_message(m) for s in seqs if (m := log.message_of(s)) is not None)
+
+    turns: dict[int, list[int]] = {}
+    for seq in log.nodes:
+        kind, key = origins[seq]
+        if kind == "turn":
+            turns.setdefault(key, []).append(seq)
+    markers: dict[int, list[tuple[str, int]]] = {}
+    for event in events:
+        if (mark := marker_of(event)) is not None:
+            markers.setdefault(mark[1], []).append((mark[0], event["seq"]))
+    return {"nodes": list(log.nodes), "tokens": tokens(list(log.nodes)),
+            "turns": {t: (len(s), tokens(s)) for t, s in turns.items()}, "markers": markers}
+
+
+def landed_log(dialect: Dialect) -> list[dict[str, Any]]:
+    log, positions = completed_turn_log(dialect, Shape(), prior_turns=1)  # turn 2 pending, turn 3 open
     editor = TurnNodeEditor(2, original_nodes(log, positions))
     editor.replace("n1", "n5", [Output("user", "Fix the parser."), Output("assistant", "Fixed.")])
     for event in stamp(log, plan_landing(log, editor, positions, LandingContext(2, 3, 1)).events):
         log.append(event)
-    summary = summarize_log(write_log(tmp_path, log.events))
-    by_turn = {t["turn"]: t for t in summary["turns"]}
-    assert by_turn[1]["state"] == "untouched" and by_turn[1]["nodes"] == by_turn[1]["raw_nodes"]
-    assert by_turn[2]["state"] == "landed" and by_turn[2]["nodes"] == 2 and by_turn[2]["raw_nodes"] == 5
-    assert by_turn[2]["tokens"] < by_turn[2]["raw_tokens"]
-    assert summary["surface"]["tokens"] < summary["raw"]["tokens"] and summary["reload_problems"] == []
+    return log.events
+
+
+@pytest.mark.parametrize("dialect, name", [(RC8, "session.jsonl"), (V02, "session.v4.jsonl")])
+def test_landed_and_pending_turns_and_the_savings(tmp_path, dialect, name):
+    events = landed_log(dialect)
+    report = inspect_log(write_plain(tmp_path / name, events))
+    ref = reference(events, dialect)
+    by_turn = {t["turn"]: t for t in report["turns"]}
+    assert report["log"]["dialect"] == dialect.name and report["whole"] and report["inconsistencies"] == []
+    assert by_turn[1]["state"] == "untouched" and by_turn[1]["after"] == by_turn[1]["before"]
+    assert by_turn[2]["state"] == "compressed" and by_turn[2]["before"]["nodes"] == 5
+    assert (by_turn[2]["after"]["nodes"], by_turn[2]["after"]["tokens"]) == ref["turns"][2]
+    assert by_turn[2]["after"]["tokens"] < by_turn[2]["before"]["tokens"]
+    assert [m["kind"] for m in by_turn[2]["markers"]] == ["pending", "compression"]
+    assert by_turn[3]["state"] == "open" and not by_turn[3]["complete"]
+    assert report["surface"] == {"nodes": len(ref["nodes"]), "tokens": ref["tokens"]}
+    assert report["savings"]["tokens"] == report["before"]["tokens"] - report["surface"]["tokens"] > 0
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory) -> SyntheticLog:
+    """~1.5 MB: 120+ turns, landings, no-ops, a turn left pending, one checkpoint."""
+    return write_synthetic_log(tmp_path_factory.mktemp("synthetic") / "session.jsonl.zstd",
+                               target_bytes=1_500_000, checkpoint_every=60)
+
+
+def test_the_streaming_fold_agrees_with_the_surface_model(synthetic):
+    _, events = read_session_log(synthetic.path)
+    ref = reference(events, RC8)
+    stream, fold = LogStream(synthetic.path), Fold(RC8)
+    for batch in stream.batches():
+        fold.feed_lines(batch.lines, batch.where)
+    assert fold.events == len(events) == synthetic.events and fold.problems == [] and stream.damage == []
+    assert stream.frames == synthetic.frames
+    assert fold.surface_order() == ref["nodes"] and fold.surface_tokens == ref["tokens"]
+    for turn, stats in fold.turns.items():
+        assert (stats.nodes, stats.tokens) == ref["turns"].get(turn, (0, 0)), turn
+        assert [(m.phase, m.seq) for m in stats.markers] == ref["markers"].get(turn, []), turn
+
+    report = inspect_log(synthetic.path)
+    turns = report["turns"]
+    assert len(turns) == synthetic.turns and all(t["complete"] for t in turns)
+    assert {t["turn"] for t in turns if t["state"] == "no-op"} == synthetic.noop_turns
+    assert {t["turn"]: [m["kind"].replace("no-op", "compression") for m in t["markers"]] for t in turns} \
+        == synthetic.markers
+    # every 11th turn was never landed, nor was the last one (the log ends before the next turn)
+    pending = [t for t in range(11, synthetic.turns, 11)] + [synthetic.turns]
+    assert [t["turn"] for t in turns if t["state"] == "pending"] == pending
+    assert [(c["seq"], c["range"]["start"], c["range"]["end"], c["shadowed"]["nodes"]) for c in report["checkpoints"]] \
+        == synthetic.checkpoints
+    folded = [t for t in turns if t["shadowed_by"] is not None]
+    assert folded and all(t["current"]["nodes"] == 0 and t["after"]["nodes"] > 0 for t in folded)
+
+
+def test_plain_and_zstd_logs_give_the_same_report(tmp_path):
+    events = landed_log(RC8)
+    plain = inspect_log(write_plain(tmp_path / "a" / "session.jsonl", events))
+    packed = inspect_log(write_zstd(tmp_path / "b" / "session.jsonl.zstd", events))
+    assert packed["log"]["format"] == "zstd" and packed["log"]["frames"] == 1 + -(-len(events) // 7)
+    for key in ("turns", "checkpoints", "surface", "before", "savings", "events_by_type", "whole"):
+        assert plain[key] == packed[key], key
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def test_a_flipped_byte_is_reported_at_its_frame_and_the_frames_after_it_still_count(synthetic, tmp_path):
+    k = len(synthetic.frame_offsets) // 2
+    start, end = synthetic.frame_offsets[k], synthetic.frame_offsets[k + 1]
+    path = _copy(synthetic.path, tmp_path / "session.jsonl.zstd")
+    data = bytearray(path.read_bytes())
+    data[(start + end) // 2] ^= 0x40
+    path.write_bytes(bytes(data))
+    report = inspect_log(path)
+    assert not report["whole"]
+    corrupt = report["damage"][0]
+    assert corrupt["kind"] == "corrupt-frame" and corrupt["offset"] == start
+    assert f"next readable frame at byte {end}" in corrupt["detail"]
+    assert [d["kind"] for d in report["damage"][1:]] == ["seq-gap"]  # the lost frame's events
+    assert report["log"]["frames"] == synthetic.frames - 1
+    assert len(report["turns"]) == synthetic.turns  # everything after the damage is still read
+
+
+def test_a_truncated_last_frame_is_reported_and_everything_before_it_counts(synthetic, tmp_path):
+    last = synthetic.frame_offsets[-1]
+    path = tmp_path / "session.jsonl.zstd"
+    path.write_bytes(synthetic.path.read_bytes()[:last + (synthetic.bytes - last) // 2])
+    report = inspect_log(path)
+    (torn,) = report["damage"]
+    assert torn["kind"] == "truncated-frame" and torn["offset"] == last
+    assert len(report["turns"]) == synthetic.turns and report["log"]["frames"] == synthetic.frames
+
+
+def test_a_corrupt_header_frame_still_reports_the_turns(synthetic, tmp_path):
+    path = _copy(synthetic.path, tmp_path / "session.jsonl.zstd")
+    data = bytearray(path.read_bytes())
+    data[0] ^= 0xFF  # the first frame's magic
+    path.write_bytes(bytes(data))
+    report = inspect_log(path)
+    kinds = [(d["kind"], d["offset"]) for d in report["damage"]]
+    assert kinds[:2] == [("no-header", 0), ("corrupt-frame", 0)] and report["session"] is None
+    assert len(report["turns"]) == synthetic.turns
+
+
+def test_bad_lines_torn_tails_and_bad_rows_in_a_plain_log(tmp_path):
+    events = landed_log(RC8)
+    lines = [orjson.dumps(r) for r in [HEADER, *events]]
+    lines[3] = b'{"type": "turn/st'  # a damaged line in the middle
+    bad_row = {"type": "text-chunks", "seq0": len(events), "time0": 1, "data": {"turn": 3, "step": 1, "index": 0,
+                                                                                 "dt": [], "texts": [1]}}
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n" + orjson.dumps(bad_row) + b"\n" + b'{"type": "tu')
+    report = inspect_log(path)
+    by_kind = {d["kind"]: d for d in report["damage"]}
+    assert set(by_kind) == {"bad-line", "seq-gap", "bad-row", "torn-line"}
+    assert by_kind["bad-line"]["offset"] == sum(len(line) + 1 for line in lines[:3])
+    assert "non-empty string array" in by_kind["bad-row"]["detail"]
+    assert report["log"]["events"] == len(events) - 1
+
+
+def test_json_output_schema_and_exit_status(tmp_path, capsys):
+    events = landed_log(RC8)
+    home = tmp_path / "home"
+    path = write_zstd(home / "sessions" / "--w--" / "s-1" / "session.jsonl.zstd", events)
+    assert main(["inspect", "s-1", "--dsh-home", str(home), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["schema"] == SCHEMA and report["session"]["id"] == "s-1"
+    assert set(report) == {"schema", "log", "session", "whole", "damage", "inconsistencies", "problem_counts",
+                           "events_by_type", "turns", "checkpoints", "compactions", "surface", "before", "savings"}
+    assert set(report["turns"][0]) == {"turn", "complete", "state", "before", "after", "current", "markers",
+                                       "shadowed_by"}
+    # a session directory works as well as the file, and the text view names the verdict
+    assert main(["inspect", str(path.parent)]) == 0
+    assert "log: whole" in capsys.readouterr().out
+
+    data = path.read_bytes()
+    path.write_bytes(data[:-5])
+    assert main(["inspect", str(path)]) == 3
+    out = capsys.readouterr().out
+    assert "DAMAGE (truncated-frame at byte" in out and "log: DAMAGED" in out
+
+    assert main(["inspect", "no-such-session", "--dsh-home", str(home)]) == 1
+    assert "no session log for 'no-such-session'" in capsys.readouterr().err
+    junk = tmp_path / "junk" / "session.jsonl.zstd"
+    junk.parent.mkdir()
+    junk.write_bytes(b"not zstd at all" * 10)
+    assert main(["inspect", str(junk)]) == 1
+    assert "not a readable DSH session log" in capsys.readouterr().err
+
+
+def test_progress_bar_only_for_large_logs_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert wants_bar(MIN_BYTES, Tty(), json_output=False)
+    assert not wants_bar(MIN_BYTES, Tty(), json_output=True)
+    assert not wants_bar(MIN_BYTES - 1, Tty(), json_output=False)
+    assert not wants_bar(MIN_BYTES, io.StringIO(), json_output=False)
+    out = Tty()
+    bar = ProgressBar(200_000_000, out, interval_s=0)
+    bar(50_000_000)
+    assert "25%" in out.getvalue() and "50/200 MB" in out.getvalue()
+    bar.close()
+    assert out.getvalue().endswith("\r")
+
+
+def test_inspect_does_not_pay_for_the_engine_imports(tmp_path):
+    """`inspect` runs often on big logs: the CLI must not import the engine (pydantic, zmq)."""
+    import subprocess
+    import sys
+
+    path = write_plain(tmp_path / "session.jsonl", landed_log(RC8))
+    probe = ("import sys; from turn_memory.cli import main; code = main(['inspect', '--json', sys.argv[1]]); "
+             "print(sorted(m for m in ('pydantic', 'zmq', 'turn_memory.engine') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-500:] + out.stderr

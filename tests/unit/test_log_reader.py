@@ -117,6 +117,9 @@ def test_expand_row_semantics() -> None:
     (lambda r: r.update(extra=1), "envelope"),
     (lambda r: r["data"].update(name="x"), "exactly {turn, step, index, dt, texts}"),
     (lambda r: r.update(seq0=-1), "seq0"),
+    (lambda r: r["data"].update(dt=[1, 1.5]), "dt must be 2 integers"),
+    (lambda r: r["data"].update(dt=[1, "2"]), "dt must be 2 integers"),
+    (lambda r: r["data"].update(texts=["a", 1, "c"]), "non-empty string array"),
 ])
 def test_malformed_rows_raise(tmp_path: Path, mutate, why: str) -> None:
     row = {"type": "text-chunks", "seq0": 0, "time0": 5, "data": {"turn": 1, "step": 1, "index": 0,

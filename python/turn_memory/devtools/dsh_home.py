@@ -65,6 +65,8 @@ class DshHome:
     image_input: bool = False
     #: which of the generic route's models is the default
     route_model: str = "fake-model"
+    #: the session log's encoding ("zstd", DSH's default, or "none" for plain session.jsonl)
+    log_compression: str | None = None
 
     @property
     def profile_dir(self) -> Path:
@@ -129,6 +131,10 @@ class DshHome:
         ]
         if (self.context_window or self.image_input) and self.model_url:
             overlay += self._small_window_route()
+        if self.log_compression:
+            # an id patch replaces the whole config: restate the sessions root DSH's base sets
+            overlay.append({"id": "session-persistence-jsonl", "config": {
+                "root": str(self.root / "sessions"), "compression": self.log_compression}})
         if engine_overrides:
             # a patch replaces the row's whole config: restate it with the overrides merged in
             overlay.append({"id": "turn-memory", "config": deep_merge(self.row_config(), engine_overrides)})

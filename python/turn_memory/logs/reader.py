@@ -144,12 +144,65 @@ def _malformed(tag: str, why: str) -> SessionLogError:
     return SessionLogError(f"malformed {tag} storage row: {why}")
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+# exact types: a bool is not a number here, as in JSON
+_NUM = (int, float)
+_ROW_KEYS = {"type", "seq0", "time0", "data"}
+_TEXT_KEYS = {"turn", "step", "index", "dt", "texts"}
+_CALL_KEYS = {"turn", "step", "index", "id", "dt", "args"}
+_NAMED_CALL_KEYS = _CALL_KEYS | {"name"}
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+def _all_str(values: list[Any]) -> bool:
+    try:
+        "".join(values)
+    except TypeError:
+        return False
+    return True
+
+
+def _all_int(values: list[Any]) -> bool:
+    try:
+        return type(sum(values)) is int
+    except TypeError:
+        return False
+
+
+def chunk_row_members(row: dict[str, Any]) -> list[str]:
+    """Validate one storage row (as DSH's ``validateRow`` does) and return its payload strings.
+
+    Member k stands for the ``assistant/chunk`` event with seq ``seq0 + k``. A malformed row
+    is corruption, not something to skip (that would silently drop a whole run).
+    """
+    # keys() views compare with sets without building one: this runs for most lines of a log
+    tag = row.get("type")
+    if row.keys() != _ROW_KEYS:
+        raise _malformed(tag, "envelope must be exactly {type, seq0, time0, data}")
+    seq0 = row["seq0"]
+    if type(seq0) is not int or seq0 < 0 or type(row["time0"]) is not int:
+        raise _malformed(tag, "seq0 must be a non-negative integer and time0 an integer")
+    data = row["data"]
+    if type(data) is not dict:
+        raise _malformed(tag, "data must be an object")
+    if tag == "tool-call-chunks":
+        if data.keys() != _CALL_KEYS and data.keys() != _NAMED_CALL_KEYS:
+            raise _malformed(tag, "data must be exactly {turn, step, index, id, name?, dt, args}")
+        if type(data["id"]) is not str or ("name" in data and type(data["name"]) is not str):
+            raise _malformed(tag, "id (and name when present) must be strings")
+        members = data["args"]
+    else:
+        if data.keys() != _TEXT_KEYS:
+            raise _malformed(tag, "data must be exactly {turn, step, index, dt, texts}")
+        members = data["texts"]
+    if not (type(data["turn"]) in _NUM and type(data["step"]) in _NUM and type(data["index"]) in _NUM):
+        raise _malformed(tag, "turn/step/index must be numbers")
+    # join and sum check every member at C speed (TypeError on a wrong type); a float gap
+    # makes the sum a float. Only a boolean gap would pass: JSON writers do not produce one.
+    if type(members) is not list or not members or not _all_str(members):
+        raise _malformed(tag, "payload must be a non-empty string array")
+    dt = data["dt"]
+    if type(dt) is not list or len(dt) != len(members) - 1 or not _all_int(dt):
+        raise _malformed(tag, f"dt must be {len(members) - 1} integers")
+    return members
 
 
 def expand_chunk_row(row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -157,35 +210,10 @@ def expand_chunk_row(row: dict[str, Any]) -> list[dict[str, Any]]:
 
     Member k has seq ``seq0 + k`` and time ``time0 + sum(dt[:k])``; the chunk carries the
     row's block ``index`` (and for tool calls its ``id`` and, only if the row has one,
-    ``name``). Validation mirrors DSH's ``validateRow``: a malformed row is corruption, not
-    something to skip (that would silently drop a whole run).
+    ``name``).
     """
-    tag = row.get("type")
-    if set(row) != {"type", "seq0", "time0", "data"}:
-        raise _malformed(tag, "envelope must be exactly {type, seq0, time0, data}")
-    if not _is_int(row["seq0"]) or row["seq0"] < 0 or not _is_int(row["time0"]):
-        raise _malformed(tag, "seq0 must be a non-negative integer and time0 an integer")
-    data = row["data"]
-    if not isinstance(data, dict):
-        raise _malformed(tag, "data must be an object")
-    if tag == "tool-call-chunks":
-        if set(data) - {"name"} != {"turn", "step", "index", "id", "dt", "args"}:
-            raise _malformed(tag, "data must be exactly {turn, step, index, id, name?, dt, args}")
-        if not isinstance(data["id"], str) or ("name" in data and not isinstance(data["name"], str)):
-            raise _malformed(tag, "id (and name when present) must be strings")
-        members = data["args"]
-    else:
-        if set(data) != {"turn", "step", "index", "dt", "texts"}:
-            raise _malformed(tag, "data must be exactly {turn, step, index, dt, texts}")
-        members = data["texts"]
-    if not all(_is_num(data[k]) for k in ("turn", "step", "index")):
-        raise _malformed(tag, "turn/step/index must be numbers")
-    if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
-        raise _malformed(tag, "payload must be a non-empty string array")
-    dt = data["dt"]
-    if not isinstance(dt, list) or not all(_is_int(g) for g in dt) or len(dt) != len(members) - 1:
-        raise _malformed(tag, f"dt must be {len(members) - 1} integers")
-
+    members = chunk_row_members(row)
+    tag, data, dt = row["type"], row["data"], row["data"]["dt"]
     events: list[dict[str, Any]] = []
     t = row["time0"]
     for k, member in enumerate(members):

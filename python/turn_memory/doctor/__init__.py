@@ -1,0 +1,1 @@
+"""`turn-memory doctor`: is turn-memory installed, live and reachable, and if not, how to fix it."""

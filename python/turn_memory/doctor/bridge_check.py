@@ -1,0 +1,103 @@
+"""Bridge round trip: start the engine command as the shim would, shake hands, ping, stop.
+
+The same steps as the shim's `EngineProcess` + `Bridge`: a private endpoint (ipc in a
+0700 temp dir; tcp on 127.0.0.1 on Windows), the per-run secret in TURN_MEMORY_SECRET,
+the READY line on stdout, then `hello` and `ping` over a DEALER. Closing stdin stops it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from turn_memory.doctor.findings import Finding, fail, ok
+
+READY = "TURN_MEMORY_READY"
+PROTOCOL = 1
+
+
+def _call(sock, call_id: str, method: str, params: dict) -> dict:  # type: ignore[no-untyped-def]
+    sock.send_multipart([json.dumps({"v": PROTOCOL, "kind": "call", "id": call_id, "method": method,
+                                     "params": params}).encode()])
+    return json.loads(sock.recv_multipart()[0])
+
+
+def _read_ready(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
+    """The endpoint from the READY line, or None when the engine dies or stays silent."""
+    box: list[str] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(READY):
+                box.append(line.split()[1])
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return box[0] if box else None
+
+
+def check_bridge(command: list[str], label: str, fix: str, *, timeout_s: float = 20.0) -> Finding:
+    import zmq  # only here: the rest of doctor does not need it
+
+    tmp = Path(tempfile.mkdtemp(prefix="tm-doctor-"))
+    endpoint = "tcp://127.0.0.1:*" if sys.platform == "win32" else f"ipc://{tmp / 'engine.sock'}"
+    secret = secrets.token_hex(24)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen([*command, "--endpoint", endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "TURN_MEMORY_SECRET": secret})
+    except OSError as exc:
+        return fail(label, f"cannot start {command[0]}: {exc}", fix)
+    sock = None
+    try:
+        bound = _read_ready(proc, timeout_s)
+        if bound is None:
+            proc.kill()
+            _, err = proc.communicate(timeout=5)
+            return fail(label, f"the engine did not report READY within {timeout_s:.0f} s; its stderr: "
+                               f"{err.strip()[-400:] or '(empty)'}", fix)
+        boot = time.monotonic() - started
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
+        sock.connect(bound)
+        hello = _call(sock, "h1", "hello", {
+            "protocol": PROTOCOL, "dshVersion": "0.1.0-rc.8", "dialect": "rc8", "secret": secret, "pid": os.getpid(),
+            "checkpointSource": {"kind": "plugin", "plugin": "compact", "compactionId": "probe"}})
+        if "error" in hello:
+            return fail(label, f"handshake refused: {hello['error']}", fix)
+        t0 = time.perf_counter()
+        pong = _call(sock, "p1", "ping", {"echo": "doctor"})
+        rtt_ms = (time.perf_counter() - t0) * 1000
+        if pong.get("result") != {"echo": "doctor"}:
+            return fail(label, f"ping answered {pong!r}", fix)
+        version = hello.get("result", {}).get("engineVersion", "?")
+        return ok(label, f"engine {version} started in {boot:.1f} s on {bound.split(':')[0]}; hello ok; "
+                         f"ping round trip {rtt_ms:.1f} ms")
+    except zmq.Again:
+        return fail(label, f"the engine did not answer within {timeout_s:.0f} s", fix)
+    finally:
+        if sock is not None:
+            sock.close(0)
+        if proc.poll() is None:
+            assert proc.stdin is not None
+            proc.stdin.close()  # the engine exits when its stdin closes
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        shutil.rmtree(tmp, ignore_errors=True)

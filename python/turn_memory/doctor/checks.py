@@ -1,0 +1,172 @@
+"""The doctor's checks. Each takes what it needs and returns findings; none raises.
+
+Order matters to the reader: the runtime (Node, DSH and its dialect), then per profile
+whether our engine is the live compaction engine (as `dsh --dump-config` composes it),
+whether its engine command can start, the engine log, and running engine processes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from turn_memory.doctor.findings import Finding, fail, ok, warn
+from turn_memory.host.dialect import dialect_for_version
+from turn_memory.install.layout import BASIC_ENGINE, OUR_PACKAGE, OUR_ROW_ID, iter_rows
+from turn_memory.install.patchyaml import load_entry_list
+from turn_memory.install.profile import Dsh, DshError, ProcResult, ProfilePaths
+
+MIN_NODE = (22, 19)
+NODE_FIX = "install Node >= 22.19 and put it on PATH (DSH needs node:zlib zstd)"
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    return tuple(int(p) for p in found.groups()) if found else None
+
+
+def check_node(run: Callable[[Sequence[str]], ProcResult | None]) -> Finding:
+    """`node --version` on PATH (what DSH runs on)."""
+    result = run(["node", "--version"])
+    if result is None or result.returncode != 0:
+        return fail("node", "no `node` on PATH", NODE_FIX)
+    version = _version(result.stdout)
+    if version is None or version[:2] < MIN_NODE:
+        return fail("node", f"node {result.stdout.strip()} is older than {MIN_NODE[0]}.{MIN_NODE[1]}", NODE_FIX)
+    return ok("node", f"node {result.stdout.strip()}")
+
+
+def check_dsh(dsh: Dsh | None, why_missing: str | None) -> tuple[Finding, str | None]:
+    """`dsh --version` and the host dialect turn-memory speaks with it."""
+    if dsh is None:
+        return fail("dsh", why_missing or "no dsh found",
+                    "put dsh on PATH (npm i -g @deepseek-ai/dsh), or pass --dsh PATH / --desktop DIR"), None
+    result = dsh._run(["--version"], timeout=120)
+    version = result.stdout.strip().splitlines()[-1] if result.returncode == 0 and result.stdout.strip() else ""
+    if not version:
+        return fail("dsh", f"{dsh.location.path} --version failed ({result.returncode}): "
+                           f"{(result.stderr or result.stdout).strip()[-300:]}",
+                    "reinstall DSH, or pass --dsh PATH to a working dsh"), None
+    try:
+        dialect = dialect_for_version(version).name
+    except ValueError:
+        return warn("dsh", f"dsh {version} at {dsh.location.path}: version not recognised; the shim will probe "
+                           "the dialect at runtime"), version
+    tested = " (tested end to end)" if version == "0.1.0-rc.8" else ""
+    return ok("dsh", f"dsh {version} at {dsh.location.path} (found via {dsh.location.how}); "
+                     f"{dialect} dialect{tested}"), version
+
+
+def our_rows(tree: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """(live rows of our engine, live rows of DSH's stock engine) in a composed tree."""
+    ours, basic = [], []
+    for site in iter_rows(tree):
+        if site.live and site.name == OUR_PACKAGE:
+            ours.append(site)
+        elif site.live and site.name == BASIC_ENGINE:
+            basic.append(site)
+    return ours, basic
+
+
+def check_profile(dsh: Dsh, paths: ProfilePaths) -> tuple[list[Finding], dict[str, Any] | None]:
+    """Our row live and alone in `dsh --profile P --dump-config`; returns our row's config."""
+    name, label = paths.name, f"profile {paths.name}"
+    install = f"turn-memory install --profile {name}"
+    if not paths.package_json.exists():
+        return [fail(label, f"no profile {name!r} at {paths.dir}", install)], None
+    try:
+        tree = load_entry_list(dsh.dump_config(name).stdout, what="dsh --dump-config output")
+    except DshError as err:
+        return [fail(label, f"dsh --profile {name} --dump-config failed: {err}",
+                     f"fix the profile's cordis.patch.yml, then {install}")], None
+    except Exception as err:  # noqa: BLE001 - YAML errors come in many classes
+        return [fail(label, f"cannot read dsh --dump-config output: {err}", install)], None
+    ours, basic = our_rows(tree)
+    if not ours:
+        stock = " (the stock compaction-basic is live)" if basic else ""
+        return [fail(f"{label}: live engine", f"turn-memory is not a live compaction engine{stock}", install)], None
+    scopes = {site.scope for site in ours}
+    shadowed = [site for site in basic if site.scope in scopes]
+    if shadowed:
+        where = ", ".join(site.where for site in shadowed)
+        return [fail(f"{label}: live engine", f"compaction-basic is live next to turn-memory ({where}): two engines",
+                     install)], None
+    row = ours[0].row
+    findings = [ok(f"{label}: live engine", f"{OUR_PACKAGE} is the live compaction engine ({ours[0].where}, "
+                                            f"row {row.get('id', OUR_ROW_ID)!r}; from dsh --dump-config)")]
+    return findings, (row.get("config") or {})
+
+
+def engine_command(config: Mapping[str, Any]) -> list[str] | None:
+    command = (config.get("engine") or {}).get("command")
+    return [str(part) for part in command] if isinstance(command, list) and command else None
+
+
+def check_engine_command(config: Mapping[str, Any], profile: str) -> Finding:
+    """The engine command recorded at install time must still exist (a deleted venv is the usual cause)."""
+    label, install = f"profile {profile}: engine command", f"turn-memory install --profile {profile}"
+    command = engine_command(config)
+    if command is None:
+        return fail(label, "the turn-memory row has no engine.command", install)
+    exe = command[0]
+    found = exe if Path(exe).is_file() else shutil.which(exe)
+    if not found:
+        return fail(label, f"{exe} does not exist (was its virtual environment removed?)",
+                    f"{install}  (records the Python you run it with)")
+    note = "" if Path(found).resolve() == Path(sys.executable).resolve() else f"; this doctor runs {sys.executable}"
+    return ok(label, " ".join(command) + note)
+
+
+def check_engine_log(config: Mapping[str, Any], profile: str, *, tail_lines: int = 400) -> Finding:
+    """engine.logFile: where it is and the last problem it recorded."""
+    label = f"profile {profile}: engine log"
+    log_file = (config.get("engine") or {}).get("logFile")
+    if not log_file:
+        return warn(label, "no engine.logFile configured: the engine logs only into DSH's own log",
+                    f"turn-memory install --profile {profile} --set engine.logFile=~/.dsh/turn-memory-engine.log")
+    path = Path(str(log_file)).expanduser()
+    if not path.exists():
+        return ok(label, f"{path} (not written yet: no DSH session has started the engine since install)")
+    lines = _tail(path, tail_lines)
+    problems = [line for line in lines if " ERROR " in line or " CRITICAL " in line or "Traceback" in line]
+    if problems:
+        return warn(label, f"{path}: {len(problems)} error line(s) in the last {len(lines)}; last: "
+                           f"{problems[-1].strip()[:300]}", f"read {path}; report it with that line")
+    return ok(label, f"{path} ({path.stat().st_size:,} bytes, no errors in the last {len(lines)} lines)")
+
+
+def _tail(path: Path, count: int) -> list[str]:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 256 * 1024))
+        return f.read().decode("utf-8", errors="replace").splitlines()[-count:]
+
+
+def running_engines(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
+    """(pid, command line) of `turn_memory serve` processes (Linux /proc; elsewhere: none found)."""
+    found: list[tuple[int, str]] = []
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        if "serve" in words and any(w == "turn_memory" or w.endswith("turn-memory") for w in words):
+            found.append((int(entry.name), " ".join(words)))
+    return sorted(found)
+
+
+def check_processes(engines: list[tuple[int, str]]) -> Finding:
+    if not engines:
+        return ok("engine processes", "none running (DSH starts one per process, with its first session)")
+    listed = "; ".join(f"pid {pid}: {cmd[:160]}" for pid, cmd in engines[:5])
+    return ok("engine processes", f"{len(engines)} running: {listed}")

@@ -1,0 +1,99 @@
+"""Issue 6 acceptance: `turn-memory inspect` on logs the real DSH 0.1.0-rc.8 wrote, plain and
+zstd, agrees with the log's own events (turns, markers, checkpoint ranges, surface)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import NO_TURNS, turn_tasks
+from turn_memory.host.dialect import RC8
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.turns import node_origins
+from turn_memory.logs.reader import read_session_log, session_log_for
+from turn_memory.turns.markers import marker_of
+
+pytestmark = pytest.mark.e2e
+
+IS_WORKER = {"tools_include": "replace_turn_nodes"}
+AGENT_TURN_1 = [
+    {"text": "Looking at the parser.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo probe-one", "description": "a"}}]},
+    "Turn one done: parse() now returns [] on empty input.",
+]
+FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n5", "nodes": [
+    {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."},
+    {"role": "assistant", "content": "COMPRESSED-ASSISTANT: parse() returns [] on empty input."}]}}]}
+FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
+
+
+def inspect_json(path: Path) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.run([sys.executable, "-m", "turn_memory", "inspect", "--json", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def assert_agrees(path: Path) -> dict[str, Any]:
+    """Everything inspect reports, recomputed from the log's own events."""
+    _, events = read_session_log(path)
+    code, report = inspect_json(path)
+    assert code == 0 and report["whole"] and report["damage"] == [] and report["inconsistencies"] == []
+    assert report["log"]["events"] == len(events)
+    started = [e["data"]["turn"] for e in events if e["type"] == "turn/start"]
+    ended = {e["data"]["turn"] for e in events if e["type"] == "turn/end"}
+    assert [t["turn"] for t in report["turns"]] == sorted(set(started))
+    assert {t["turn"] for t in report["turns"] if t["complete"]} == ended
+    markers: dict[int, list[tuple[str, int]]] = {}
+    for event in events:
+        if (mark := marker_of(event)) is not None:
+            markers.setdefault(mark[1], []).append((mark[0], event["seq"]))
+    for t in report["turns"]:
+        got = [(m["kind"].replace("no-op", "compression"), m["seq"]) for m in t["markers"]]
+        assert got == markers.get(t["turn"], []), t
+    summaries = [e["data"] for e in events if e["type"] == "compaction/summary"]
+    checkpoints = [e for e in events if e["type"] == "user/message" and RC8.is_checkpoint_source(e["data"].get("source"))]
+    assert [(c["seq"], c["range"]["start"], c["range"]["end"], c["shadowed"]["nodes"]) for c in report["checkpoints"]] \
+        == [(c["seq"], s["shadowedSeqs"][0], s["shadowedSeqs"][-1], len(s["shadowedSeqs"]))
+            for c, s in zip(checkpoints, summaries)]
+    log = SessionLog(RC8, events)
+    origins = node_origins(events, RC8)
+    assert report["surface"]["nodes"] == len(log.nodes)
+    for t in report["turns"]:
+        assert t["current"]["nodes"] == sum(1 for s in log.nodes if origins[s] == ("turn", t["turn"])), t
+    return report
+
+
+def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake):
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    run = home.run(["Please fix the parser: empty input crashes it.", "Second task: add a regression test.",
+                    {"sleepMs": 1500}])  # time for turn 2's pending marker
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    path = session_log_for(home.root / "sessions", run.session_id)
+    assert path.name == "session.jsonl.zstd"
+    report = assert_agrees(path)
+    first = report["turns"][0]
+    assert first["state"] == "compressed" and first["after"]["nodes"] == 2 < first["before"]["nodes"]
+    assert report["savings"]["tokens"] > 0
+
+
+def test_inspect_agrees_with_a_plain_log_with_a_checkpoint(home, fake):
+    for i in range(3):
+        fake.push("turn", f"Answer {i}: the parser tokenizes input.")
+    fake.push("compaction", "SUMMARY-CHECKPOINT: the parser tokenizes; no tests yet.")
+    home.log_compression = "none"
+    run = home.run([*turn_tasks(2), "/compact", "After compaction: what next?"], engine_overrides=NO_TURNS)
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert run.commands()[0]["result"]["kind"] == "success", run.commands()
+    path = session_log_for(home.root / "sessions", run.session_id)
+    assert path.name == "session.jsonl"
+    report = assert_agrees(path)
+    (checkpoint,) = report["checkpoints"]
+    # /compact keeps the last complete turn verbatim (compaction.retainTurns = 1)
+    assert checkpoint["current"] and checkpoint["shadowed"]["turns"] == [1, 1]
+    assert [t["shadowed_by"] for t in report["turns"]] == [checkpoint["seq"], None, None]
+    assert report["turns"][0]["current"]["nodes"] == 0 < report["turns"][0]["after"]["nodes"]

@@ -1,0 +1,137 @@
+"""`turn-memory doctor`: each problem a user can have is reported with the command that fixes it.
+
+`dsh` is faked through the installer's injectable runner (the real one is covered end to
+end); the bridge round trip starts the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turn_memory.doctor.checks import running_engines
+from turn_memory.doctor.command import diagnose
+from turn_memory.install.patchyaml import dump
+from turn_memory.install.profile import ProcResult
+
+BASIC = {"id": "compaction-basic", "name": "@deepseek-ai/dsh-compaction-basic"}
+ENGINE = [sys.executable, "-m", "turn_memory", "serve"]
+
+
+def ours(command: list[str], **engine: Any) -> dict[str, Any]:
+    return {"id": "turn-memory", "name": "dsh-turn-memory", "config": {"engine": {"command": command, **engine}}}
+
+
+def make_home(tmp_path: Path, *profiles: str) -> Path:
+    home = tmp_path / "home"
+    for name in profiles:
+        (home / "profiles" / name).mkdir(parents=True)
+        (home / "profiles" / name / "package.json").write_text("{}")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "dsh").write_text("#!/bin/sh\n")  # located, never run: the runner below answers
+    return home
+
+
+def fake_dsh(trees: dict[str, list[dict[str, Any]]], version: str = "0.1.0-rc.8"):  # type: ignore[no-untyped-def]
+    def runner(exe, args, env, cwd, timeout):  # type: ignore[no-untyped-def]
+        if args == ["--version"]:
+            return ProcResult((str(exe), *args), 0, version + "\n", "")
+        profile = args[args.index("--profile") + 1]
+        return ProcResult((str(exe), *args), 0, dump(trees[profile]), "")
+    return runner
+
+
+def run_doctor(tmp_path: Path, home: Path, trees: dict[str, list[dict[str, Any]]], *, profile: str | None = None,
+               bridge: bool = False) -> dict[str, Any]:
+    _, findings = diagnose(profile=profile, dsh_home=str(home), desktop=None, dsh_path=str(tmp_path / "dsh"),
+                           runner=fake_dsh(trees), bridge=bridge)
+    return {f.check: f for f in findings}
+
+
+def test_no_profile_at_all_names_the_install_command(tmp_path):
+    found = run_doctor(tmp_path, make_home(tmp_path), {})
+    assert found["dsh"].status == "ok" and "rc8 dialect" in found["dsh"].detail
+    assert found["profile"].status == "fail" and found["profile"].fix.startswith("turn-memory install --profile")
+    missing = run_doctor(tmp_path / "x", make_home(tmp_path / "x"), {}, profile="work")
+    assert missing["profile work"].status == "fail" and missing["profile work"].fix == "turn-memory install --profile work"
+
+
+def test_a_profile_still_on_the_stock_engine(tmp_path):
+    home = make_home(tmp_path, "headless")
+    found = run_doctor(tmp_path, home, {"headless": [BASIC]})
+    live = found["profile headless: live engine"]
+    assert live.status == "fail" and "compaction-basic is live" in live.detail
+    assert live.fix == "turn-memory install --profile headless"
+
+
+def test_two_live_engines_are_a_problem(tmp_path):
+    home = make_home(tmp_path, "tui")
+    found = run_doctor(tmp_path, home, {"tui": [BASIC, ours(ENGINE)]})
+    live = found["profile tui: live engine"]
+    assert live.status == "fail" and "two engines" in live.detail and live.fix == "turn-memory install --profile tui"
+
+
+def test_an_engine_command_that_no_longer_exists(tmp_path):
+    home = make_home(tmp_path, "headless")
+    gone = [str(tmp_path / "deleted-venv" / "bin" / "python"), "-m", "turn_memory", "serve"]
+    found = run_doctor(tmp_path, home, {"headless": [{**BASIC, "disabled": True}, ours(gone)]})
+    assert found["profile headless: live engine"].status == "ok"
+    command = found["profile headless: engine command"]
+    assert command.status == "fail" and "does not exist" in command.detail
+    assert command.fix.startswith("turn-memory install --profile headless")
+
+
+def test_a_healthy_profile_with_an_engine_log_that_recorded_an_error(tmp_path):
+    home = make_home(tmp_path, "headless")
+    log = tmp_path / "engine.log"
+    log.write_text("2026-01-01 INFO turn_memory: engine listening\n"
+                   "2026-01-01 ERROR turn_memory.turns: turn 3: worker crashed\n")
+    tree = [{**BASIC, "disabled": True}, ours(ENGINE, logFile=str(log))]
+    found = run_doctor(tmp_path, home, {"headless": tree}, bridge=True)
+    assert found["profile headless: live engine"].status == "ok"
+    assert found["profile headless: engine command"].status == "ok"
+    engine_log = found["profile headless: engine log"]
+    assert engine_log.status == "warn" and "worker crashed" in engine_log.detail
+    bridge = found["bridge round trip"]
+    assert bridge.status == "ok" and "ping round trip" in bridge.detail, bridge
+
+
+def test_no_engine_log_configured_suggests_one(tmp_path):
+    home = make_home(tmp_path, "headless")
+    found = run_doctor(tmp_path, home, {"headless": [ours(ENGINE)]})
+    engine_log = found["profile headless: engine log"]
+    assert engine_log.status == "warn" and "--set engine.logFile=" in engine_log.fix
+
+
+def test_a_broken_engine_fails_the_round_trip_with_its_stderr(tmp_path):
+    from turn_memory.doctor.bridge_check import check_bridge
+
+    broken = [sys.executable, "-c", "import sys; sys.exit('engine import failed: no module named zmq')"]
+    finding = check_bridge(broken, "bridge round trip", "reinstall", timeout_s=10)
+    assert finding.status == "fail" and "no module named zmq" in finding.detail and finding.fix == "reinstall"
+
+
+def test_doctor_cli_json_and_exit_status(tmp_path, capsys, monkeypatch):
+    from turn_memory.cli import main
+
+    home = make_home(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))  # no node, no dsh
+    assert main(["doctor", "--dsh-home", str(home), "--no-bridge", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    by_check = {f["check"]: f for f in report["findings"]}
+    assert report["ok"] is False and by_check["node"]["status"] == "fail" and by_check["dsh"]["status"] == "fail"
+    assert "--dsh PATH" in by_check["dsh"]["fix"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="process listing reads /proc")
+def test_running_engines_are_found_by_command_line(tmp_path):
+    fake_proc = tmp_path / "proc"
+    for pid, argv in {"101": ["python", "-m", "turn_memory", "serve", "--endpoint", "ipc:///x"],
+                      "102": ["python", "-m", "pytest"], "self": ["x"]}.items():
+        (fake_proc / pid).mkdir(parents=True)
+        (fake_proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    assert running_engines(fake_proc) == [(101, "python -m turn_memory serve --endpoint ipc:///x")]

@@ -55,8 +55,21 @@ def scripted_model() -> FakeModel:
               {"text": "Adding the title.", "tool_calls": [{"name": "bash", "arguments": {
                   "command": "sed -i '1s/.*/# zstd notes/' notes.md && head -2 notes.md", "description": "title"}}]},
               "The first line is now '# zstd notes', followed by the first fact.",
-              "We created notes.md in the workspace; it holds four facts about zstd.")
+              {"text": "Turn 1 was compressed and folded; reading its original back.",
+               "tool_calls": [{"name": "read_session_history", "arguments": {"turn": 1}}]},
+              "We created notes.md in the workspace (turn 1's original shows the exact printf command); "
+              "it holds four facts about zstd.")
     return fake
+
+
+def _history_read(fake: FakeModel) -> str | None:
+    """What read_session_history returned to the agent, as the next model request carried it."""
+    for request in reversed(fake.requests_of("turn")):
+        last = request.messages[-1] if request.messages else {}
+        if last.get("role") == "tool" and "replace_turn_nodes" not in request.tool_names:
+            content = last.get("content")
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+    return None
 
 
 def _surface_tokens(log: SessionLog) -> tuple[int, int]:
@@ -137,6 +150,11 @@ def run_demo(args: argparse.Namespace) -> int:
         print("      the checkpoint the model now sees first:")
         for line in report["checkpoint"].splitlines():
             print("        | " + line)
+        read_back = _history_read(fake) if fake is not None else None
+        if read_back:
+            print("      and nothing was lost: the model read turn 1 back with read_session_history:")
+            for line in read_back.splitlines()[:14]:
+                print("        | " + line[:110])
         print(f"      session log (nothing deleted, {report['events']} events): {home.root / 'sessions'}")
         print(f"      engine log: {root / 'turn-memory-engine.log'}; per-turn view: turn-memory inspect --dsh-home {root}")
         if args.json:

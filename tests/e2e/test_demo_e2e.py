@@ -20,3 +20,6 @@ def test_demo_compresses_turns_and_compacts(tmp_path, dsh_runtime):
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     (raw, _), (final, _) = summary["raw"], summary["final"]
     assert final < raw and "[turn-memory checkpoint]" in summary["checkpoint"]
+    # the last turn reads turn 1's original back, although it was compressed and then folded
+    read_back = out.stdout.split("read turn 1 back with read_session_history:", 1)[1]
+    assert "turn-memory: landed" in read_back and "printf '# zstd" in read_back

@@ -302,9 +302,11 @@ def test_bundle_install_reinstall_uninstall(bundle_world: World) -> None:
     assert len(w.plugin_calls()) == 1
     assert "pnpm not run" in "\n".join(out2) and "unchanged" in "\n".join(out2)
 
+    (w.home / "turn-memory" / "declared.json").write_text("{}")  # what a DSH run leaves there
     out3: list[str] = []
     assert uninstall(w.options(out3)) == 0, "\n".join(out3)
     assert "verdict: uninstalled" in "\n".join(out3)
+    assert not (w.home / "turn-memory").exists()
     assert patchyaml.canonical(w.dump()) == patchyaml.canonical(original_tree)
     assert w.patch_file.read_bytes() == original_text
     assert w.plugin_calls()[-1] == ["plugin", "--profile", "headless", "remove", "dsh-turn-memory"]

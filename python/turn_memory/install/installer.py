@@ -444,6 +444,7 @@ def _uninstall(ctx: Context) -> int:
             for tgz in sorted(paths.tarball_dir.glob(f"{L.OUR_PACKAGE}-*.tgz")):
                 tgz.unlink()
                 ctx.say(f"  deleted {tgz}")
+            (paths.tarball_dir / L.DECLARED_CACHE).unlink(missing_ok=True)
             if paths.tarball_dir.is_dir() and not any(paths.tarball_dir.iterdir()):
                 paths.tarball_dir.rmdir()
         else:

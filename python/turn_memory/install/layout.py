@@ -32,6 +32,8 @@ from .patchyaml import JsExpr, canonical, load_entry_list
 
 BASIC_ENGINE = "@deepseek-ai/dsh-compaction-basic"
 OUR_PACKAGE = "dsh-turn-memory"
+#: the shim's cache of the engine's last declarations (shim-js/lib/public-tools.js), beside the tarball
+DECLARED_CACHE = "declared.json"
 OUR_ROW_ID = "turn-memory"
 ENGINE_NAMES = frozenset({BASIC_ENGINE, OUR_PACKAGE})
 ROOT_SCOPE = "<root>"

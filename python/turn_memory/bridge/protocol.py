@@ -150,7 +150,8 @@ class PublicToolParams(_Model):
 
 
 class PreStepResult(_Model):
-    #: text of each of the hello's `contextSections` for this step ('' = absent)
+    #: text of each of the hello's `contextSections` ('' = absent) until the next pre-step; rc8
+    #: assembles a step's context before its pre-step, so it reaches the next request
     contexts: dict[str, str] = Field(default_factory=dict)
 
 

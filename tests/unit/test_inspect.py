@@ -24,6 +24,7 @@ from turn_memory.inspection.fold import Fold
 from turn_memory.inspection.progress import MIN_BYTES, ProgressBar, wants_bar
 from turn_memory.inspection.report import SCHEMA, inspect_log
 from turn_memory.landing.land import stamp
+from turn_memory.logs.frames import complete_frames
 from turn_memory.logs.reader import read_session_log
 from turn_memory.logs.stream import LogStream
 from turn_memory.turns.editor import Output, TurnNodeEditor
@@ -159,6 +160,28 @@ def test_a_flipped_byte_is_reported_at_its_frame_and_the_frames_after_it_still_c
     assert [d["kind"] for d in report["damage"][1:]] == ["seq-gap"]  # the lost frame's events
     assert report["log"]["frames"] == synthetic.frames - 1
     assert len(report["turns"]) == synthetic.turns  # everything after the damage is still read
+
+
+def test_frame_runs_follow_the_frame_headers(synthetic):
+    data = synthetic.path.read_bytes()
+    starts, end = complete_frames(data, 0, len(data))
+    assert starts == synthetic.frame_offsets and end == len(data)
+    assert complete_frames(data, 0, 1) == ([0], synthetic.frame_offsets[1])  # stops after the limit
+    assert complete_frames(data[:-1], 0, len(data))[1] == synthetic.frame_offsets[-1]  # not the torn one
+
+
+def test_a_bad_line_inside_a_run_of_frames_is_located_at_its_frame(synthetic, tmp_path):
+    k = len(synthetic.frame_offsets) // 2
+    start, end = synthetic.frame_offsets[k], synthetic.frame_offsets[k + 1]
+    data = synthetic.path.read_bytes()
+    text = zstandard.ZstdDecompressor().decompressobj().decompress(data[start:end])
+    cctx = zstandard.ZstdCompressor(write_checksum=True, write_content_size=False)
+    frame = cctx.compress(text.replace(b"\n", b"\nnot json\n", 1))
+    path = tmp_path / "session.jsonl.zstd"
+    path.write_bytes(data[:start] + frame + data[end:])
+    (bad,) = inspect_log(path)["damage"]
+    assert bad["kind"] == "bad-line" and bad["offset"] == start
+    assert bad["detail"].startswith(f"frame {k} at byte {start}, line 2 of the frame")
 
 
 def test_a_truncated_last_frame_is_reported_and_everything_before_it_counts(synthetic, tmp_path):

@@ -28,8 +28,11 @@ def estimate_content(blocks: Iterable[dict[str, Any]]) -> int:
     for block in blocks:
         kind = block.get("type")
         if kind == "text" or kind == "reasoning":
-            # _chars inlined: this runs for every message of every log `inspect` reads
-            tokens += -(-js_len(block.get("text", "")) // CHARS_PER_TOKEN) + BLOCK_OVERHEAD
+            # _chars and js_len's ASCII case inlined: this runs for every message of every
+            # log `inspect` reads. (n + 3) // 4 is ceil(n / 4) for n >= 0.
+            text = block.get("text", "")
+            tokens += ((len(text) if text.isascii() else js_len(text)) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN \
+                + BLOCK_OVERHEAD
         elif kind == "tool-call":
             tokens += _chars(block.get("name", "")) + _chars(block.get("arguments", "")) + BLOCK_OVERHEAD
         elif kind == "tool-result":

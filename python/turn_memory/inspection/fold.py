@@ -23,7 +23,7 @@ import orjson
 
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import project_message
-from turn_memory.host.tokens import estimate_message
+from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
 from turn_memory.host.turns import LANDING_STEP
 from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_members
 from turn_memory.turns.markers import PLUGIN
@@ -220,9 +220,10 @@ class Fold:
             self.compactions_failed += 1
 
     def _surface_event(self, event: dict[str, Any], seq: int, kind: str, index: int, where: Any) -> None:
+        # runs for a third of a log's records: estimate_message and _append are inlined
         data = event.get("data")
         message = project_message(self.dialect, event)
-        tokens = estimate_message(message) if message is not None else 0
+        tokens = estimate_content(message.get("content", [])) + ROLE_OVERHEAD if message is not None else 0
         fingerprint = 0
         source = None
         if kind == "user/message" and type(data) is dict:
@@ -247,7 +248,15 @@ class Fold:
                 unit = self.loose
                 self.raw_nodes += 1
                 self.raw_tokens += tokens
-            self._append(seq, unit, tokens, fingerprint)
+            # append to the surface
+            self._meta[seq] = (unit, tokens, fingerprint)
+            unit.nodes += 1
+            unit.tokens += tokens
+            tail = self._tail
+            if tail is not None:
+                self._next[tail] = seq
+                self._prev[seq] = tail
+            self._tail = seq
             return
         bounds = self.dialect.op_range(op)
         shadowed = self._span(bounds) if bounds is not None else None
@@ -303,16 +312,6 @@ class Fold:
         return cp
 
     # -- the surface ---------------------------------------------------------------------
-    def _append(self, seq: int, unit: Unit, tokens: int, fingerprint: int) -> None:
-        self._meta[seq] = (unit, tokens, fingerprint)
-        unit.nodes += 1
-        unit.tokens += tokens
-        tail = self._tail
-        if tail is not None:
-            self._next[tail] = seq
-            self._prev[seq] = tail
-        self._tail = seq
-
     def _span(self, bounds: tuple[int, int]) -> list[int] | None:
         """The current nodes from start to end, in order; None when that is not a span."""
         start, end = bounds

@@ -76,3 +76,40 @@ def frame_extent(buf: bytes | memoryview, pos: int) -> FrameExtent | None:
     if descriptor & 0x04:
         at += 4  # content checksum
     return FrameExtent(at - pos) if at <= end else None
+
+
+def complete_frames(buf: bytes, pos: int, limit: int) -> tuple[list[int], int]:
+    """(starts, end) of the run of data frames from ``buf[pos]``: frame_extent's checks,
+    inlined because it runs once per frame. The run stops before anything that needs
+    a closer look (a skippable frame, a malformed or incomplete one, ``buf`` ending) and
+    after the first frame that reaches ``limit``.
+    """
+    starts: list[int] = []
+    end = len(buf)
+    unpack = _U32
+    while pos < limit and end - pos >= 6:
+        descriptor = buf[pos + 4]
+        if unpack(buf, pos)[0] != _MAGIC_INT or descriptor & 0x08:
+            break
+        fcs_flag = descriptor >> 6
+        if descriptor & 0x20:  # single segment: no window descriptor
+            at = pos + 5 + _DICT_ID_SIZE[descriptor & 0x03] + (1, 2, 4, 8)[fcs_flag]
+        else:
+            at = pos + 6 + _DICT_ID_SIZE[descriptor & 0x03] + (0, 2, 4, 8)[fcs_flag]
+        while end - at >= 3:
+            block = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16
+            kind, size = (block >> 1) & 0x03, block >> 3
+            if kind == 3 or size > MAX_BLOCK:
+                return starts, pos
+            at += 4 if kind == _BLOCK_RLE else 3 + size
+            if block & 1:
+                break
+        else:
+            break  # the buffer ends inside the block headers
+        if descriptor & 0x04:
+            at += 4
+        if at > end:
+            break
+        starts.append(pos)
+        pos = at
+    return starts, pos

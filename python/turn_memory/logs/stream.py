@@ -1,6 +1,7 @@
 """Read a session log from disk as batches of JSONL lines, in bounded memory, surviving damage.
 
-`.zstd` logs are decoded one frame at a time (each frame is checksummed: a frame is used
+`.zstd` logs are decoded in runs of whole frames, one decoder call per run; a run that fails
+to decode is decoded again one frame at a time (each frame is checksummed: a frame is used
 only once it decoded completely, so a corrupted frame contributes nothing, not garbage).
 A damaged frame is recorded as :class:`Damage` with its byte offset and the reader moves on
 to the next frame magic; a file that ends inside its last frame (an interrupted append)
@@ -13,15 +14,18 @@ from __future__ import annotations
 import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import zstandard
 
-from turn_memory.logs.frames import MAGIC, FrameShapeError, frame_extent
+from turn_memory.logs.frames import MAGIC, FrameShapeError, complete_frames, frame_extent
 
 READ_SIZE = 4 << 20
+#: compressed bytes decoded per call: the per-frame Python work (a log has tens of thousands
+#: of small frames) is paid once per run instead
+RUN_BYTES = 1 << 20
 #: lines per batch handed to the parser: per-batch costs are paid per group of frames
 HANDOFF_LINES = 512
 
@@ -40,24 +44,70 @@ class Damage:
 
 
 @dataclass
+class Piece:
+    """Plaintext of one frame, or of a run of frames decoded in one call."""
+
+    #: file offset of the (first) frame
+    offset: int
+    text: bytes
+    #: False: the file ends inside this frame
+    complete: bool = True
+    #: a run: its compressed bytes are ``source[starts[0]:end]``, frame k at ``source[starts[k]]``,
+    #: kept so that a problem in it can be located to its frame (rare: decoded again then)
+    source: bytes | None = None
+    starts: list[int] | None = None
+    end: int = 0
+
+    @property
+    def count(self) -> int:
+        return 1 if self.starts is None else len(self.starts)
+
+
+@dataclass
 class Batch:
     """Complete lines: from several consecutive frames (zstd) or one read block (plain)."""
 
     #: file offset of the first line (plain), or of the first frame (zstd)
     offset: int
     lines: list[bytes]
-    #: zstd: per frame in this batch, (index of its first line, file offset, frame number)
-    frames: list[tuple[int, int, int]] | None = None
+    #: zstd: per piece in this batch, (index of its first line, frame number, piece)
+    frames: list[tuple[int, int, Piece]] | None = None
     #: file position after this batch (for progress)
     end: int = 0
+    #: per frame, (index of its first line, file offset, frame number): built on first use
+    _located: list[tuple[int, int, int]] | None = field(default=None, init=False, repr=False)
 
     def where(self, index: int) -> tuple[int, str]:
         """(byte offset, human location) of ``lines[index]``."""
         if self.frames is not None:
-            first, offset, number = self.frames[bisect_right(self.frames, (index, 1 << 62)) - 1]
+            if self._located is None:
+                self._located = [entry for first, number, piece in self.frames
+                                 for entry in _locate(first, number, piece)]
+            first, offset, number = self._located[bisect_right(self._located, (index, 1 << 62)) - 1]
             return offset, f"frame {number} at byte {offset}, line {index - first + 1} of the frame"
         at = self.offset + sum(len(line) + 1 for line in self.lines[:index])
         return at, f"byte {at}"
+
+
+def _locate(first: int, number: int, piece: Piece) -> list[tuple[int, int, int]]:
+    """(first line index, file offset, frame number) of each frame of a piece that ends a line.
+
+    A line belongs to the frame holding its newline; a run is decoded again frame by frame
+    to count them (the text carried in from before a piece holds no newline).
+    """
+    if piece.starts is None:
+        return [(first, piece.offset, number)]
+    assert piece.source is not None
+    entries = []
+    dctx = zstandard.ZstdDecompressor()
+    bounds = piece.starts[1:] + [piece.end]
+    delta = piece.offset - piece.starts[0]  # source index -> file offset
+    for k, (start, stop) in enumerate(zip(piece.starts, bounds)):
+        newlines = dctx.decompressobj().decompress(piece.source[start:stop]).count(b"\n")
+        if newlines:
+            entries.append((first, start + delta, number + k))
+            first += newlines
+    return entries
 
 
 Progress = Callable[[int], None]
@@ -111,13 +161,14 @@ class LogStream:
         walk = _FrameWalk(f, self._read_size, self.damage)
         carry = b""  # an unterminated line continuing into the next frame
         lines: list[bytes] = []
-        frames: list[tuple[int, int, int]] = []
-        for offset, text, complete in walk.frames():
-            if carry:
-                text, carry = carry + text, b""
-            frame_lines = text.split(b"\n")
+        frames: list[tuple[int, int, Piece]] = []
+        for piece in walk.frames():
+            offset = piece.offset
+            frame_lines = piece.text.split(b"\n")
+            if carry:  # onto the first line: prepending it to the text would copy a whole run
+                frame_lines[0] = carry + frame_lines[0]
             carry = frame_lines.pop()
-            if not complete:
+            if not piece.complete:
                 self.damage.append(Damage(
                     "truncated-frame", offset,
                     f"zstd frame at byte {offset}: the file ends {self.size - offset} bytes into it (an interrupted "
@@ -125,22 +176,23 @@ class LogStream:
                     + (f", a {len(carry)}-byte partial line dropped" if carry else "")))
                 carry = b""
             if frame_lines:
-                frames.append((len(lines), offset, self.frames))
+                frames.append((len(lines), self.frames, piece))
                 lines += frame_lines
-            self.frames += 1
+            self.frames += piece.count
             if len(lines) >= HANDOFF_LINES:
                 self._progress(walk.position)
-                yield Batch(frames[0][1], lines, frames, end=self.bytes_read)
+                yield Batch(frames[0][2].offset, lines, frames, end=self.bytes_read)
                 lines, frames = [], []
         if lines:
-            yield Batch(frames[0][1], lines, frames, end=self.size)
+            yield Batch(frames[0][2].offset, lines, frames, end=self.size)
         if carry.strip():
             self.damage.append(Damage("torn-line", self.size, f"the log ends inside a line ({len(carry)} bytes)"))
         self._progress(self.size)
 
 
 class _FrameWalk:
-    """Frame-by-frame decoding over a sliding read buffer, with resync after damage."""
+    """Decoding over a sliding read buffer: runs of frames while they decode, else frame by
+    frame with resync after damage."""
 
     def __init__(self, f: BinaryIO, read_size: int, damage: list[Damage]) -> None:
         self._f = f
@@ -154,14 +206,21 @@ class _FrameWalk:
         self._eof = False
         #: (offset, why) of a damaged frame while looking for the next readable one
         self._lost: tuple[int, str] | None = None
+        #: file position up to which frames are decoded one by one (a run there failed)
+        self._careful_until = 0
 
     @property
     def position(self) -> int:
         return self._base + self._pos
 
-    def frames(self) -> Iterator[tuple[int, bytes, bool]]:
-        """(file offset, plaintext, complete) per readable frame, in file order."""
+    def frames(self) -> Iterator[Piece]:
+        """Every readable frame, alone or in runs, in file order."""
         while True:
+            if self.position >= self._careful_until:
+                run = self._run()
+                if run is not None:
+                    yield run
+                    continue
             buf, pos = self._buf, self._pos
             try:
                 extent = frame_extent(buf, pos)
@@ -190,8 +249,31 @@ class _FrameWalk:
             if self._lost is not None:
                 self._found(offset)
             self._pos += extent.length
-            yield offset, text, True
+            yield Piece(offset, text)
         self._found(None)
+
+    def _run(self) -> Piece | None:
+        """The next run of whole frames decoded in one call; None: go frame by frame here.
+
+        The run's extent comes from its block headers, the same ones the decoder follows, so
+        a run that decodes without error is exactly its frames, each checksum verified. On
+        an error the same frames are decoded again one by one, which finds and reports the
+        damaged one exactly as if there had been no run.
+        """
+        buf, pos = self._buf, self._pos
+        starts, end = complete_frames(buf, pos, pos + RUN_BYTES)
+        if len(starts) < 2:
+            return None
+        try:
+            text = self._dctx.decompressobj(read_across_frames=True).decompress(self._view[pos:end])
+        except zstandard.ZstdError:
+            self._careful_until = self._base + end
+            return None
+        offset = self._base + pos
+        if self._lost is not None:
+            self._found(offset)
+        self._pos = end
+        return Piece(offset, text, source=buf, starts=starts, end=end)
 
     def _decode(self, frame: memoryview) -> bytes:
         obj = self._dctx.decompressobj()
@@ -238,7 +320,7 @@ class _FrameWalk:
         self._damage.append(Damage("corrupt-frame", start, f"zstd frame at byte {start}: {why}; {tail}"))
         self._lost = None
 
-    def _torn(self) -> tuple[int, bytes, bool] | None:
+    def _torn(self) -> Piece | None:
         """The file ends inside the frame at `_pos`: its decodable prefix, unless it is corrupt."""
         offset = self.position
         try:
@@ -248,4 +330,4 @@ class _FrameWalk:
             return None
         self._found(offset)
         self._pos = len(self._buf)
-        return offset, text, False
+        return Piece(offset, text, complete=False)

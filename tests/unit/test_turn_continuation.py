@@ -234,6 +234,20 @@ def test_only_a_successful_handoff_pair_of_the_latest_completed_turn_awaits_a_fo
     assert state.awaiting_followup(b.events) == []
 
 
+def test_a_code_mode_handoff_is_a_request_too():
+    b = open_long_turn(15)
+    dispatch = {"rootCallId": "run1", "parentCallId": "run1", "name": state.TOOL,
+                "arguments": {"handoff": HANDOFF}, "content": []}
+    b.add("tool/code-dispatch", {**dispatch, "subCallId": "run1:code:0", "isError": True})  # refused
+    end_turn(b)
+    assert state.awaiting_followup(b.events) == []
+    b.events.pop()
+    b.add("tool/code-dispatch", {**dispatch, "subCallId": "run1:code:1", "isError": False})
+    end_turn(b)
+    (request,) = state.awaiting_followup(b.events)
+    assert (request.id, request.turn, request.handoff) == ("run1:code:1", 1, HANDOFF)
+
+
 # -- the follow-up -------------------------------------------------------------------------
 def ended_handoff_host(steps: int = 15) -> tuple[FakeHost, str]:
     b = open_long_turn(steps)

@@ -5,8 +5,9 @@
 - The highest milestone already shown in the open turn is read back from the host's
   durable runtime-context snapshots, which keep each named section's text.
 - A continuation request is a successful `continue_after_turn_compression` tool/call +
-  tool/result pair (its id is the call id); a follow-up is delivered once the log holds an
-  inbox insertion or a user/message whose source names that request.
+  tool/result pair (its id is the call id) or, in Code Mode, a successful
+  `tool/code-dispatch` of the tool (its id is the sub-call id); a follow-up is delivered once
+  the log holds an inbox insertion or a user/message whose source names that request.
 """
 
 from __future__ import annotations
@@ -132,9 +133,18 @@ def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
     """The authoritative request of each turn: its last successful hand-off call."""
     calls: dict[str, Event] = {}
     out: dict[int, ContinuationRequest] = {}
+    turn: int | None = None
     for event in events:
         kind = event["type"]
-        if kind == "tool/call" and (event.get("data") or {}).get("name") == TOOL:
+        if kind == "turn/start":
+            turn = event["data"]["turn"]
+        elif kind == "tool/code-dispatch":
+            # a Code Mode sub-call records no turn of its own: it settles inside the open one
+            data = event.get("data") or {}
+            handoff = handoff_of(data.get("arguments"))
+            if data.get("name") == TOOL and data.get("isError") is False and handoff and turn is not None:
+                out[turn] = ContinuationRequest(str(data.get("subCallId")), turn, handoff)
+        elif kind == "tool/call" and (event.get("data") or {}).get("name") == TOOL:
             calls[event["data"]["callId"]] = event
         elif kind == "tool/result":
             call = calls.pop(str(_source(event).get("callId")), None)

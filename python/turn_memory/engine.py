@@ -43,7 +43,7 @@ from turn_memory.landing.port import BridgeHostPort
 from turn_memory.memory_tools.catalog import context_sections, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.service import TurnService
-from turn_memory.workers import WorkerRegistry
+from turn_memory.workers import ToolAnswer, WorkerRegistry
 
 log = logging.getLogger("turn_memory.engine")
 
@@ -51,6 +51,10 @@ log = logging.getLogger("turn_memory.engine")
 ELIDED = ["assistant/chunk"]
 #: except a reasoning block's block-end (the assembled thought): thought hints start from it
 REASONING_BLOCK_END = ElideExcept(type="assistant/chunk", path=["chunk", "block", "type"], equals="reasoning")
+
+
+def _tool_result(answer: ToolAnswer) -> ToolResult:
+    return ToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude, image=answer.image)
 
 
 class Engine:
@@ -146,8 +150,7 @@ class Engine:
             return self._pre_step(session, params, self._config(peer))
         if method == "worker.tool":
             assert isinstance(params, WorkerToolParams)
-            answer = self.workers.call(params.jobId, params.workerId, params.tool, params.args)
-            return ToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude, image=answer.image)
+            return _tool_result(self.workers.call(params.jobId, params.workerId, params.tool, params.args))
         if method == "tool.call":
             assert isinstance(params, PublicToolParams)
             return self._public_tool(peer, params)
@@ -181,7 +184,7 @@ class Engine:
                           agent_options=params.agentOptions, config=self._config(peer), port=self._port(peer))
         answer = await self.public_tools.call(params.tool, call)
         log.info("session %s turn %s: %s%s", session.id, call.turn, params.tool, " (error)" if answer.is_error else "")
-        return ToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude, image=answer.image)
+        return _tool_result(answer)
 
     async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
         retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),

@@ -14,8 +14,7 @@ from typing import Any
 
 from turn_memory.host.images import find_image, marker_ref, markers_in
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.memory_tools.registry import PROMPT, PublicTool
-from turn_memory.prompts import PromptError, prompt_sections
+from turn_memory.memory_tools.registry import PublicTool, describe
 from turn_memory.workers import ToolAnswer, ToolArgs, ToolError, parse_args
 
 NAME = "read_memory_image"
@@ -62,8 +61,5 @@ def public_tool() -> PublicTool:
 
 def worker_spec() -> dict[str, Any]:
     """The same tool inside a compression worker's scope (design D-010: workers resolve markers too)."""
-    descriptions = prompt_sections(PROMPT)
-    if NAME not in descriptions:
-        raise PromptError(f"prompts/{PROMPT}.md has no section for {NAME}")
-    return {"name": NAME, "description": descriptions[NAME].strip(), "parameters": PARAMETERS}
+    return describe(NAME, PARAMETERS).model_dump()
 

@@ -48,6 +48,14 @@ class PublicTool:
     enabled: Callable[[EngineConfig], bool] = lambda config: True
 
 
+def describe(name: str, parameters: dict[str, Any], descriptions: dict[str, str] | None = None) -> ToolSpec:
+    """A tool's spec with its description from `prompts/memory-tools.md` (read fresh unless given)."""
+    descriptions = prompt_sections(PROMPT) if descriptions is None else descriptions
+    if name not in descriptions:
+        raise PromptError(f"prompts/{PROMPT}.md has no section for {name}")
+    return ToolSpec(name=name, description=descriptions[name].strip(), parameters=parameters)
+
+
 class PublicTools:
     def __init__(self, tools: list[PublicTool]):
         self._tools = {t.name: t for t in tools}
@@ -55,15 +63,7 @@ class PublicTools:
     def specs(self, config: EngineConfig) -> list[ToolSpec]:
         """What the shim registers; a missing description fails the handshake loudly."""
         descriptions = prompt_sections(PROMPT)
-        specs = []
-        for tool in self._tools.values():
-            if not tool.enabled(config):
-                continue
-            if tool.name not in descriptions:
-                raise PromptError(f"prompts/{PROMPT}.md has no section for {tool.name}")
-            specs.append(ToolSpec(name=tool.name, description=descriptions[tool.name].strip(),
-                                  parameters=tool.parameters))
-        return specs
+        return [describe(t.name, t.parameters, descriptions) for t in self._tools.values() if t.enabled(config)]
 
     async def call(self, name: str, call: PublicCall) -> ToolAnswer:
         tool = self._tools.get(name)

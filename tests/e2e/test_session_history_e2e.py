@@ -4,7 +4,6 @@ and cannot reach another session's turns."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 

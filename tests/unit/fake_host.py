@@ -15,6 +15,8 @@ from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, Se
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.host.surface import SessionLog, SurfaceError
+from turn_memory.turns.service import TurnService
+from turn_memory.workers import WorkerRegistry
 
 SESSION = "session-test"
 
@@ -140,3 +142,14 @@ def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) ->
 
     host.run_worker = run_worker  # type: ignore[method-assign]
     return started
+
+
+class WiredTurnService(TurnService):
+    """The turn service plus its worker registry, as the engine wires them."""
+
+    def __init__(self, hints: Any = None) -> None:
+        self.registry = WorkerRegistry()
+        super().__init__(self.registry, hints)
+
+    def tool_call(self, job_id: str, worker_id: str, name: str, args: Any) -> Any:
+        return self.registry.call(job_id, worker_id, name, args)

@@ -212,7 +212,7 @@ def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
     nodes, before = list(host.log.nodes), len(host.log)
     # the worker folds without the marker: its finish is refused, naming the marker; it never
     # fixes it, so the compaction closes with an error and the surface is untouched
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(RemoteError):
         compact(host, config(workerAttempts=1), [segment_worker(1, 0)])
     assert transactions(host.log.events[before:]) == [["compaction/start", "compaction/end"]]
     assert host.log.nodes == nodes

@@ -11,12 +11,10 @@ import pytest
 
 from surface_builders import (
     LogBuilder,
-    assistant_message,
     base_log,
     compaction_plan,
     rewritten_tool_result,
     span,
-    tool_message,
     user_message,
 )
 from turn_memory.host.dialect import RC8, V02, Dialect

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
+from fake_host import SESSION, FakeHost, WiredTurnService, WorkerScript, attach_workers
 from surface_builders import LogBuilder
 from turn_builders import Shape, add_turn
 from turn_memory.bridge.protocol import SessionEventsParams
@@ -25,8 +25,6 @@ from turn_memory.host.dialect import RC8, V02
 from turn_memory.prompts import render_prompt
 from turn_memory.turns.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes
-from turn_memory.turns.service import TurnService
-from turn_memory.workers import WorkerRegistry
 
 THOUGHT = "I suspect the lexer drops the final token; ruled out the parser because its tests pass. " * 3
 FOLD = ("replace_turn_nodes", {"from": "n1", "to": "n5", "nodes": [
@@ -332,15 +330,6 @@ def test_the_prompt_section_appears_only_with_hints():
     assert "Thought hints" not in without and "HINT" not in without
 
 
-class Service(TurnService):
-    def __init__(self, hints: HintService) -> None:
-        self.registry = WorkerRegistry()
-        super().__init__(self.registry, hints)
-
-    def tool_call(self, job_id, worker_id, name, args):
-        return self.registry.call(job_id, worker_id, name, args)
-
-
 @pytest.mark.parametrize("client,in_prompt", [
     (Scripted("- HINT-NAV: the lexer drops the last token"), True),
     (Scripted(error=ConnectionError("hint endpoint down")), False),
@@ -349,7 +338,7 @@ class Service(TurnService):
 def test_the_job_waits_for_the_turns_hints_and_lands_either_way(client, in_prompt):
     host, config = reasoning_turn_host(), cfg(timeoutS=0.3)
     hints = HintService(client.factory)
-    service = Service(hints)
+    service = WiredTurnService(hints)
     started = attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():

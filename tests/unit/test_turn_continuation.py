@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
+from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
 from surface_builders import LogBuilder, new_id
 from turn_builders import SNAPSHOT_SOURCE
 from turn_memory.bridge.protocol import AgentOptions, SessionEventsParams
@@ -16,7 +16,6 @@ from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
-from turn_memory.continuation.tool import handle
 from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import lifecycle_state
@@ -24,20 +23,9 @@ from turn_memory.memory_tools.catalog import context_sections, public_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.markers import is_host_context, marker_of
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover
-from turn_memory.turns.service import TurnService as _TurnService
-from turn_memory.workers import WorkerRegistry
 
 FINISH = ("finish_turn_compression", {})
 HANDOFF = "Done: lexer and parser. State: tests green. Next: write the code generator in gen.py."
-
-
-class TurnService(_TurnService):
-    def __init__(self) -> None:
-        self.registry = WorkerRegistry()
-        super().__init__(self.registry)
-
-    def tool_call(self, job_id, worker_id, name, args):
-        return self.registry.call(job_id, worker_id, name, args)
 
 
 def cfg(**continuation) -> EngineConfig:
@@ -60,7 +48,7 @@ def work_step(b: LogBuilder, *, tool: str = "bash", arguments: str = "{}", resul
     call = new_id("call")
     b.assistant(f"step {b.step_no}: working", tool_calls=(call,))
     call_seq = b.add("tool/call", {"turn": turn, "step": b.step_no, "callId": call, "name": tool, "arguments": arguments})
-    seq = b.tool_result(call, "ok", call_seq=call_seq)
+    b.tool_result(call, "ok", call_seq=call_seq)
     if result_error:
         b.events[-1]["data"]["message"]["content"][0]["isError"] = True
     b.add("step/end", {"turn": turn, "step": b.step_no})

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
+from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
 from turn_builders import Shape, add_turn
 from surface_builders import LogBuilder
 from turn_memory.bridge.protocol import SessionEventsParams
@@ -16,23 +16,10 @@ from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes
-from turn_memory.turns.service import TurnService as _TurnService
-from turn_memory.workers import WorkerRegistry
 
 FOLD = ("replace_turn_nodes", {"from": "n1", "to": "n5", "nodes": [
     {"role": "user", "content": "Fix the parser."}, {"role": "assistant", "content": "Fixed parse() on empty input."}]})
 FINISH = ("finish_turn_compression", {})
-
-
-class TurnService(_TurnService):
-    """The service plus its worker registry, as the engine wires them."""
-
-    def __init__(self) -> None:
-        self.registry = WorkerRegistry()
-        super().__init__(self.registry)
-
-    def tool_call(self, job_id, worker_id, name, args):
-        return self.registry.call(job_id, worker_id, name, args)
 
 
 def config(**turns) -> EngineConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from surface_builders import LogBuilder, new_id
 from turn_memory.host.dialect import Dialect

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
+from turn_memory.host.turns import LANDING_STEP
 from turn_memory.memory_tools.registry import PublicCall, PublicTool
 from turn_memory.turns.markers import SNAPSHOT_PLUGIN, marker_of
 from turn_memory.turns.nodes import render_blocks
@@ -106,7 +107,7 @@ def collect_turns(events: Sequence[dict[str, Any]]) -> dict[int, TurnRecord]:
             if mark[1] in turns:
                 landed = turns[mark[1]].state == "landed"
                 turns[mark[1]].state = "landed" if landed or mark[0] == "compression" else "pending"
-        elif kind in SURFACE and event.get("surfaceOp") == "append" and current is not None and step != 0:
+        elif kind in SURFACE and event.get("surfaceOp") == "append" and current is not None and step != LANDING_STEP:
             message = data if kind == "user/message" else data.get("message") or {}
             label = _label(event, message)
             if label is None:

@@ -338,15 +338,7 @@ def _install(ctx: Context) -> int:
     else:
         ctx.say(f"  {paths.patch_file}: managed block already up to date (unchanged)")
 
-    try:
-        after = parse_tree(ctx.dsh.dump_config(paths.name).stdout, "dsh --dump-config output")
-        verdict = L.verify_installed(after, plan.predicted, plan.layout)
-    except (InstallError, DshError) as err:
-        verdict = L.Verdict(False, (f"FAIL {err}",))
-    _say_files(ctx, backups)
-    ctx.say("  verification (dsh --dump-config after writing):")
-    for line in verdict.lines:
-        ctx.say(f"    {line}")
+    verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_installed(after, plan.predicted, plan.layout))
     if not verdict.ok:
         ctx.say("verdict: FAILED -- rolling back")
         _rollback(ctx, backups, added_by_us)
@@ -375,6 +367,21 @@ def _say_plan(ctx: Context, plan: L.Plan) -> None:
     ctx.say("  changes  :")
     for change in plan.changes:
         ctx.say(f"    {change}")
+
+
+def _verify(ctx: Context, profile: str, backups: Backups, check: Callable[[Any], L.Verdict]) -> L.Verdict:
+    """Ask DSH for the composed config after writing, check it, and report files and verdict lines."""
+    try:
+        verdict = check(parse_tree(ctx.dsh.dump_config(profile).stdout, "dsh --dump-config output"))
+    except (InstallError, DshError) as err:
+        verdict = L.Verdict(False, (f"FAIL {err}",))
+    _say_files(ctx, backups)
+    ctx.say("  verification (dsh --dump-config after writing):")
+    for line in verdict.lines:
+        ctx.say(f"    {line}")
+    for line in verdict.warnings:
+        ctx.say(f"    warning: {line}")
+    return verdict
 
 
 def _say_files(ctx: Context, backups: Backups) -> None:
@@ -453,17 +460,7 @@ def _uninstall(ctx: Context) -> int:
     else:
         ctx.say(f"  {L.OUR_PACKAGE} is not a dependency of the profile (nothing for pnpm to remove)")
 
-    try:
-        after = parse_tree(ctx.dsh.dump_config(paths.name).stdout, "dsh --dump-config output")
-        verdict = L.verify_uninstalled(after, expected)
-    except (InstallError, DshError) as err:
-        verdict = L.Verdict(False, (f"FAIL {err}",))
-    _say_files(ctx, backups)
-    ctx.say("  verification (dsh --dump-config):")
-    for line in verdict.lines:
-        ctx.say(f"    {line}")
-    for line in verdict.warnings:
-        ctx.say(f"    warning: {line}")
+    verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_uninstalled(after, expected))
     if not verdict.ok or problems:
         ctx.say("verdict: FAILED")
         return 2

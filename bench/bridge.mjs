@@ -89,9 +89,12 @@ async function startEngine(transport) {
     pid: process.pid,
     secret,
     checkpointSource: { kind: 'plugin', plugin: 'compact', compactionId: 'probe' },
-    config: {},
+    // the mirror alone: no turn jobs or compaction answering back through a shim that has
+    // no session to apply to (they would add their own work to every measured event)
+    config: { turns: { enabled: false }, compaction: { auto: false } },
   }, 20000);
   mirror.elide = result?.elide ?? [];
+  mirror.elideExcept = result?.elideExcept ?? [];
   const startMs = us(now() - t0) / 1000;
   return {
     transport, endpoint, bridge, mirror, proc, startMs, elide: result?.elide ?? [],

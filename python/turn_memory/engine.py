@@ -36,7 +36,7 @@ from turn_memory.config import EngineConfig
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.service import HintService
 from turn_memory.continuation.dispatch import FollowupDispatcher
-from turn_memory.host.dialect import DIALECTS, Dialect
+from turn_memory.host.dialect import Dialect, dialect_for_host
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import BridgeHostPort
@@ -80,7 +80,10 @@ class Engine:
 
     # -- handshake ---------------------------------------------------------------------
     def on_hello(self, peer: Peer, params: HelloParams) -> HelloResult:
-        dialect = DIALECTS[params.dialect]
+        try:
+            dialect = dialect_for_host(params.host.replaceKeys if params.host else None, params.dialect)
+        except ValueError as exc:
+            raise RemoteError(ErrorInfo(code="dialect", message=f"cannot tell this DSH's dialect: {exc}")) from exc
         if params.checkpointSource.get("kind") != dialect.checkpoint_source("probe")["kind"]:
             raise RemoteError(ErrorInfo(code="dialect", message=(
                 f"host checkpoint source {params.checkpointSource} does not match the {dialect.name} dialect")))
@@ -100,10 +103,11 @@ class Engine:
             tools = self.public_tools.specs(config)
         except PromptError as exc:
             raise RemoteError(ErrorInfo(code="prompt", message=str(exc))) from exc
-        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, elide=ELIDED,
+        return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, dialect=dialect.name, elide=ELIDED,
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
                            preStepTimeoutMs=int(wait_s * 1000), publicTools=tools,
-                           contextSections=[c.name for c in self.contexts if c.enabled(config)])
+                           contextSections=[c.name for c in self.contexts if c.enabled(config)],
+                           snapshotSources=[dict(m) for m in dialect.snapshot_sources])
 
     # -- messages ----------------------------------------------------------------------
     def is_inline(self, method: str) -> bool:

@@ -3,15 +3,12 @@
 // answers. It decides nothing: while the engine is down every hook fails open (the agent
 // runs as if no compaction engine were loaded) and `/compact` reports a clear error.
 import { createRequire } from 'node:module';
-import {
-  CompactionEngine,
-  ManualCompactionError,
-  compactCheckpointSource,
-} from '@deepseek-ai/dsh-compaction';
+import { CompactionEngine, ManualCompactionError } from '@deepseek-ai/dsh-compaction';
 
 import { Bridge, EngineCallError } from './bridge.js';
 import { EngineProcess } from './engine-process.js';
 import { HostOps } from './host-ops.js';
+import { probeHost } from './host-probe.js';
 import { Mirror } from './mirror.js';
 import { PublicTools, routeOf } from './public-tools.js';
 import { Workers, isWorker } from './workers.js';
@@ -86,15 +83,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
     super(ctx);
     const { engine, ...policy } = Config['~standard'].validate(config).value ?? { engine: DEFAULTS };
     this.settings = engine;
-    const probe = compactCheckpointSource('probe');
-    this.hello = {
-      dshVersion: hostVersion(),
-      // the host's own helper tells the dialects apart even when the version is unknown
-      dialect: probe.kind === 'compact-checkpoint' ? 'v02' : 'rc8',
-      pid: process.pid,
-      checkpointSource: { ...probe },
-      config: policy,
-    };
+    const { checkpointSource, ...host } = probeHost();
+    this.hello = { dshVersion: hostVersion(), host, pid: process.pid, checkpointSource, config: policy };
     this.bridge = new Bridge({
       onCall: (method, params, payload, io) => this.host.handle(method, params, payload, io),
       beforeSend: () => this.mirror.flush(),
@@ -175,10 +165,11 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this.mirror.elide = result?.elide ?? [];
       this.mirror.elideExcept = result?.elideExcept ?? [];
       this._skipSubagents = result?.skipSubagents ?? true;
+      this.workers.snapshotSources = result?.snapshotSources ?? [];
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
       this._timeouts = 0;
       this.publicTools.configure(result ?? {}, [...this.mirror.tracked.values()].map((e) => e.agent));
-      this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);
+      this.ctx.logger.info(`turn-memory engine ready (${result?.dialect} dialect, DSH ${this.hello.dshVersion})`);
       this.mirror.resetAll();
       for (const wake of this._waiters.splice(0)) wake();
     } catch (error) {

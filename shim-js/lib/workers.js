@@ -6,7 +6,6 @@
 import { engineTool } from './engine-tools.js';
 
 const MARKER = 'turnMemoryWorker';
-const SNAPSHOT_PLUGIN = '@deepseek-ai/dsh-system-prompt';
 
 export function isWorker(agent) {
   return agent.options?.[MARKER] !== undefined;
@@ -16,10 +15,18 @@ export class Workers {
   /** workerId -> { spec, finished } */
   runs = new Map();
 
+  /** {field: value} pairs naming the host's runtime-context snapshot source (from the handshake) */
+  snapshotSources = [];
+
   constructor(ctx, mirror, callEngine) {
     this.ctx = ctx;
     this.mirror = mirror;
     this.callEngine = callEngine;
+  }
+
+  #isSnapshot(message) {
+    const source = message?.source;
+    return source != null && this.snapshotSources.some((match) => Object.entries(match).every(([k, v]) => source[k] === v));
   }
 
   /** agent/created: set up one of our children before its first request (a throw vetoes it). */
@@ -41,7 +48,7 @@ export class Workers {
       const decision = await next();
       if (decision.kind !== 'enter') return decision;
       // a fork re-announces "runtime context: none": host scaffolding the worker must not see
-      return { ...decision, messages: decision.messages.filter((m) => m.source?.plugin !== SNAPSHOT_PLUGIN) };
+      return { ...decision, messages: decision.messages.filter((m) => !this.#isSnapshot(m)) };
     });
   }
 
@@ -64,21 +71,25 @@ export class Workers {
     io.signal.addEventListener('abort', cancel, { once: true });
     // name the parent's route explicitly: the child otherwise inherits only agent.options
     const route = parent.session.requestHeader?.()?.config ?? parent.options ?? {};
+    const request = {
+      parent,
+      prompt: [{ type: 'text', text: spec.prompt }],
+      agentOptions: {
+        [MARKER]: { jobId: spec.jobId, workerId: spec.workerId },
+        ...(route.provider && route.model ? { provider: route.provider, model: route.model } : {}),
+      },
+    };
     let run;
     try {
-      run = await subagents.start(spec.mode, {
-        parent,
-        label: spec.label,
-        prompt: [{ type: 'text', text: spec.prompt }],
-        signal: abort.signal,
-        agentOptions: {
-          [MARKER]: { jobId: spec.jobId, workerId: spec.workerId },
-          ...(route.provider && route.model ? { provider: route.provider, model: route.model } : {}),
-        },
-        persona: spec.persona, // shadows a preset persona; the complete section wins anyway
-      });
+      run = typeof subagents.startActivation === 'function'
+        // 0.2: a one-shot child whose result comes back to us, not into the parent's inbox
+        ? await subagents.startActivation({
+          provider: spec.mode, label: spec.label, delivery: 'caller', signal: abort.signal, request,
+        })
+        // rc8: persona shadows a preset persona; the complete section wins anyway
+        : await subagents.start(spec.mode, { ...request, label: spec.label, signal: abort.signal, persona: spec.persona });
       const result = await run.result;
-      return { result: { stop: result.stopReason, requests: record.requests, child: run.id } };
+      return { result: { stop: result.stopReason, requests: record.requests, child: run.id ?? run.childId } };
     } finally {
       io.signal.removeEventListener('abort', cancel);
       this.runs.delete(spec.workerId);

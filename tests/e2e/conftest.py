@@ -1,5 +1,6 @@
-"""End-to-end fixtures: the real DSH 0.1.0-rc.8 from npm with turn-memory installed by the
-real installer, against a scripted model server on 127.0.0.1."""
+"""End-to-end fixtures: the real DSH hosts — 0.1.0-rc.8 from npm and the official 0.2.1-rc.2
+runtime from PyPI — with turn-memory installed by the real installer, against a scripted model
+server on 127.0.0.1. Every test that takes `home` runs once per host."""
 
 from __future__ import annotations
 
@@ -10,15 +11,22 @@ import pytest
 
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
+from turn_memory.devtools.runtime import HOSTS, Runtime, ensure_runtime
 
 pytestmark = pytest.mark.e2e
 
 
+@pytest.fixture(scope="session", params=HOSTS)
+def host_runtime(request) -> Runtime:
+    """One real DSH host per parameter: `rc8` or `v021` (installed and cached on first use)."""
+    return ensure_runtime(host=request.param)
+
+
 @pytest.fixture(scope="session")
-def installed_template(dsh_runtime, tmp_path_factory) -> Path:
-    """One DSH home with turn-memory installed (pnpm runs once per test session)."""
-    root = tmp_path_factory.mktemp("dsh-template") / "home"
-    home = DshHome(root, dsh_runtime, "http://127.0.0.1:9").create()
+def installed_template(host_runtime, tmp_path_factory) -> Path:
+    """One DSH home per host with turn-memory installed (pnpm runs once per host per test session)."""
+    root = tmp_path_factory.mktemp(f"dsh-template-{host_runtime.host}") / "home"
+    home = DshHome(root, host_runtime, "http://127.0.0.1:9").create()
     home.install_turn_memory()
     return root
 
@@ -30,7 +38,13 @@ def fake():
 
 
 @pytest.fixture
-def home(installed_template, dsh_runtime, fake, tmp_path) -> DshHome:
+def home(installed_template, host_runtime, fake, tmp_path) -> DshHome:
     root = tmp_path / "home"
     shutil.copytree(installed_template, root, symlinks=True)
-    return DshHome(root, dsh_runtime, fake.base_url)
+    return DshHome(root, host_runtime, fake.base_url)
+
+
+def only_on(home: DshHome, *hosts: str, why: str) -> None:
+    """Skip a test on a host it cannot apply to, naming the host and the reason."""
+    if home.host not in hosts:
+        pytest.skip(f"not applicable on DSH {home.runtime.version} ({home.host}): {why}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turn_memory.host.dialect import RC8
+from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.host.surface import SessionLog
 
 CHECKPOINT_MARK = "[turn-memory checkpoint]"
@@ -13,22 +13,22 @@ CHECKPOINT_MARK = "[turn-memory checkpoint]"
 NO_TURNS = {"turns": {"enabled": False}, "compaction": {"method": "summary", "auto": False}}
 
 
-def reload(events: list[dict[str, Any]]) -> SessionLog:
+def reload(home: DshHome, events: list[dict[str, Any]]) -> SessionLog:
     """Fold the on-disk log through the surface model with the host's reload checks."""
-    log = SessionLog(RC8)
+    log = SessionLog(home.dialect)
     for event in events:
         problems = log.append(event)
         assert not problems, f"seq {event['seq']} would not reload: {problems}"
     return log
 
 
-def transactions(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def transactions(home: DshHome, events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """Compaction brackets: compaction/start … compaction/end, grouped by compactionId."""
     out: dict[str, list[dict[str, Any]]] = {}
     for event in events:
         if event["type"].startswith("compaction/"):
             out.setdefault(event["data"]["compactionId"], []).append(event)
-        elif event["type"] == "user/message" and RC8.is_checkpoint_source(event["data"].get("source")):
+        elif event["type"] == "user/message" and home.dialect.is_checkpoint_source(event["data"].get("source")):
             out.setdefault(event["data"]["source"]["compactionId"], []).append(event)
     return list(out.values())
 

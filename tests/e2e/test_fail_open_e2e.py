@@ -50,9 +50,9 @@ def test_engine_killed_then_back(home, fake, tmp_path):
     # the failed /compact appended nothing of ours: only DSH's own command bookkeeping
     during = events[down["eventsBefore"]:down["eventsAfter"]]
     assert {e["type"] for e in during} <= {"command/run", "command/done"}, during
-    (tx,) = transactions(events)
+    (tx,) = transactions(home, events)
     assert tx[0]["seq"] >= down["eventsAfter"]
-    reload(events)
+    reload(home, events)
 
 
 FREEZE = [sys.executable, "-c", (

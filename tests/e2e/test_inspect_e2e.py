@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from helpers import NO_TURNS, turn_tasks
-from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import node_origins
 from turn_memory.logs.reader import read_session_log, session_log_for
@@ -37,7 +36,7 @@ def inspect_json(path: Path) -> tuple[int, dict[str, Any]]:
     return proc.returncode, json.loads(proc.stdout)
 
 
-def assert_agrees(path: Path) -> dict[str, Any]:
+def assert_agrees(home, path: Path) -> dict[str, Any]:
     """Everything inspect reports, recomputed from the log's own events."""
     _, events = read_session_log(path)
     code, report = inspect_json(path)
@@ -55,12 +54,12 @@ def assert_agrees(path: Path) -> dict[str, Any]:
         got = [(m["kind"].replace("no-op", "compression"), m["seq"]) for m in t["markers"]]
         assert got == markers.get(t["turn"], []), t
     summaries = [e["data"] for e in events if e["type"] == "compaction/summary"]
-    checkpoints = [e for e in events if e["type"] == "user/message" and RC8.is_checkpoint_source(e["data"].get("source"))]
+    checkpoints = [e for e in events if e["type"] == "user/message" and home.dialect.is_checkpoint_source(e["data"].get("source"))]
     assert [(c["seq"], c["range"]["start"], c["range"]["end"], c["shadowed"]["nodes"]) for c in report["checkpoints"]] \
         == [(c["seq"], s["shadowedSeqs"][0], s["shadowedSeqs"][-1], len(s["shadowedSeqs"]))
             for c, s in zip(checkpoints, summaries)]
-    log = SessionLog(RC8, events)
-    origins = node_origins(events, RC8)
+    log = SessionLog(home.dialect, events)
+    origins = node_origins(events, home.dialect)
     assert report["surface"]["nodes"] == len(log.nodes)
     for t in report["turns"]:
         assert t["current"]["nodes"] == sum(1 for s in log.nodes if origins[s] == ("turn", t["turn"])), t
@@ -75,7 +74,7 @@ def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake):
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     path = session_log_for(home.root / "sessions", run.session_id)
     assert path.name == "session.jsonl.zstd"
-    report = assert_agrees(path)
+    report = assert_agrees(home, path)
     first = report["turns"][0]
     assert first["state"] == "compressed" and first["after"]["nodes"] == 2 < first["before"]["nodes"]
     assert report["savings"]["tokens"] > 0
@@ -91,7 +90,7 @@ def test_inspect_agrees_with_a_plain_log_with_a_checkpoint(home, fake):
     assert run.commands()[0]["result"]["kind"] == "success", run.commands()
     path = session_log_for(home.root / "sessions", run.session_id)
     assert path.name == "session.jsonl"
-    report = assert_agrees(path)
+    report = assert_agrees(home, path)
     (checkpoint,) = report["checkpoints"]
     # /compact keeps the last complete turn verbatim (compaction.retainTurns = 1)
     assert checkpoint["current"] and checkpoint["shadowed"]["turns"] == [1, 1]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from helpers import CHECKPOINT_MARK, NO_TURNS, reload, text_of, transactions, turn_tasks
-from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.install.patchyaml import load as loads
 
@@ -38,12 +37,12 @@ def test_three_turns_then_compact_then_resume(home, fake):
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 4
 
     _, events = home.session_log(run.session_id)
-    (tx,) = transactions(events)
+    (tx,) = transactions(home, events)
     assert [e["type"] for e in tx] == ["compaction/start", "compaction/summary", "user/message", "compaction/end"]
     start, summary, checkpoint, end = tx
     assert "error" not in end["data"] and start["data"]["turn"] is None
     # the checkpoint shadows exactly the nodes the summary names, contiguous on the surface then
-    before = SessionLog(RC8, events[: checkpoint["seq"]])
+    before = SessionLog(home.dialect, events[: checkpoint["seq"]])
     shadowed = summary["data"]["shadowedSeqs"]
     first = before.nodes.index(shadowed[0])
     assert before.nodes[first:first + len(shadowed)] == shadowed
@@ -51,7 +50,7 @@ def test_three_turns_then_compact_then_resume(home, fake):
     assert set(shadowed) <= set(checkpoint["sourceEventSeqs"])
     assert "SUMMARY-CHECKPOINT" in text_of(checkpoint["data"])
     # the whole log reloads and the surface now starts with the checkpoint
-    assert reload(events).nodes[0] == checkpoint["seq"]
+    assert reload(home, events).nodes[0] == checkpoint["seq"]
 
     # the model request after the compaction starts with the checkpoint text
     kinds = [r.kind for r in fake.requests]
@@ -65,4 +64,4 @@ def test_three_turns_then_compact_then_resume(home, fake):
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.tasks()[0]["reason"]["kind"] == "completed" and "FIFTH" in again.tasks()[0]["text"]
     _, events2 = home.session_log(run.session_id)
-    reload(events2)
+    reload(home, events2)

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from helpers import reload, text_of
-from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
 
@@ -100,8 +99,8 @@ def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(ho
 
     # turn 1 landed with the marker; the raw image is gone from the surface
     _, events = home.session_log(run.session_id)
-    reload(events)
-    log = SessionLog(RC8, events)
+    reload(home, events)
+    log = SessionLog(home.dialect, events)
     landed = [log.message_of(s) for s in turn_nodes(log, 1)]
     assert [m["role"] for m in landed] == ["user", "assistant"]
     assert MARKER in text_of(landed[0]) and all(b["type"] == "text" for m in landed for b in m["content"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload, text_of, transactions
-from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 
 pytestmark = pytest.mark.e2e
@@ -55,23 +54,23 @@ def test_pressure_compacts_before_the_window_fills(home, fake):
     assert max(measures) < WINDOW, measures  # no request ever came close to overflowing
 
     _, events = home.session_log(run.session_id)
-    txs = transactions(events)
+    txs = transactions(home, events)
     assert txs, "pressure never triggered a compaction"
     start, summary, checkpoint, end = txs[0]
     assert start["data"]["turn"] is not None and "error" not in end["data"]  # owned by the open turn
     assert "CKPT-ASSISTANT" in text_of(checkpoint["data"])
     # the retained tail is untouched: the nodes after the span stay on the surface, verbatim
-    before = SessionLog(RC8, events[: checkpoint["seq"]]).nodes
+    before = SessionLog(home.dialect, events[: checkpoint["seq"]]).nodes
     shadowed = summary["data"]["shadowedSeqs"]
     tail = before[before.index(shadowed[-1]) + 1:]
-    after = SessionLog(RC8, events[: checkpoint["seq"] + 2]).nodes
+    after = SessionLog(home.dialect, events[: checkpoint["seq"] + 2]).nodes
     assert tail and after[after.index(checkpoint["seq"]) + 1:] == tail
-    reload(events)
+    reload(home, events)
 
     fake.push("turn", "Resumed answer.")
     again = home.run(["After reopening: one more question."], resume=run.session_id, engine_overrides=NO_TURN_WORKERS)
     assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
-    reload(home.session_log(run.session_id)[1])
+    reload(home, home.session_log(run.session_id)[1])
 
 
 def test_one_overflow_compacts_and_replays_the_request_once(home, fake):
@@ -83,12 +82,12 @@ def test_one_overflow_compacts_and_replays_the_request_once(home, fake):
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 3
     assert "THIRD-DONE" in run.tasks()[2]["text"]
     _, events = home.session_log(run.session_id)
-    (tx,) = transactions(events)
+    (tx,) = transactions(home, events)
     assert tx[0]["data"]["turn"] == 3 and "error" not in tx[-1]["data"]
     agent = [r for r in fake.requests if r.kind == "turn" and not worker_requests_has(r)]
     replay = agent[-1]
     assert "CKPT-USER" in " ".join(text_of(m) for m in replay.messages)  # the replayed request is the compacted one
-    reload(events)
+    reload(home, events)
 
 
 def test_a_second_overflow_in_the_same_turn_keeps_the_provider_error(home, fake):
@@ -131,10 +130,10 @@ def test_a_segment_worker_that_stops_after_progress_is_continued_by_a_spawn(home
     spawn = workers[2]
     assert "You start fresh" in spawn.all_text() and "Question 0" not in text_of(spawn.messages[0])
     _, events = home.session_log(run.session_id)
-    (tx,) = transactions(events)
+    (tx,) = transactions(home, events)
     body = text_of(tx[2]["data"])
     assert "SPAWN-ASSISTANT" in body and "PARTIAL-USER" not in body
-    reload(events)
+    reload(home, events)
 
 
 def test_when_every_worker_fails_the_compaction_closes_with_the_error(home, fake):
@@ -145,9 +144,9 @@ def test_when_every_worker_fails_the_compaction_closes_with_the_error(home, fake
     assert compact["result"]["kind"] == "error" and "useful summary" in compact["result"]["text"], compact
     assert len(worker_requests(fake)) == 3  # fork, spawn, spawn: the no-progress budget
     _, events = home.session_log(run.session_id)
-    (tx,) = transactions(events)
+    (tx,) = transactions(home, events)
     assert [e["type"] for e in tx] == ["compaction/start", "compaction/end"]
     assert "no progress" in tx[-1]["data"]["error"]
-    before = SessionLog(RC8, events[: tx[0]["seq"]]).nodes
-    assert SessionLog(RC8, events).nodes[: len(before)] == before  # the surface is unchanged
-    reload(events)
+    before = SessionLog(home.dialect, events[: tx[0]["seq"]]).nodes
+    assert SessionLog(home.dialect, events).nodes[: len(before)] == before  # the surface is unchanged
+    reload(home, events)

@@ -69,5 +69,5 @@ def test_agent_reads_back_a_compressed_turn_with_reasoning_and_searches_only_its
     assert "turn 9 does not exist" in missing
 
     _, events = home.session_log(run.session_id)
-    reload(events)
+    reload(home, events)
     assert ("compression", 1) in [marker_of(e) for e in events]

@@ -23,7 +23,7 @@ def test_compact_over_tcp(home, fake):
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert run.commands()[0]["result"]["kind"] == "success", run.commands()
     _, events = home.session_log(run.session_id)
-    (tx,) = transactions(events)
+    (tx,) = transactions(home, events)
     assert [e["type"] for e in tx] == ["compaction/start", "compaction/summary", "user/message", "compaction/end"]
 
 

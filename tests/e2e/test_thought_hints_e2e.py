@@ -11,7 +11,6 @@ import pytest
 
 from helpers import reload
 from turn_memory.devtools.fake_model import FakeModel
-from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import render_prompt
 from turn_memory.turns.markers import marker_of
@@ -61,13 +60,13 @@ def turn_end_ms(events, turn):
     return next(e["time"] for e in events if e["type"] == "turn/end" and e["data"]["turn"] == turn)
 
 
-def assert_landed(events):
-    log = SessionLog(RC8, events)
+def assert_landed(home, events):
+    log = SessionLog(home.dialect, events)
     for turn in (1, 2):
         nodes = turn_nodes(log, turn)
         assert [log.message_of(s)["role"] for s in nodes] == ["user", "assistant"], turn
         assert marker_of(events[nodes[0]]) == ("compression", turn)
-    reload(events)
+    reload(home, events)
 
 
 def closed_port() -> int:
@@ -107,7 +106,7 @@ def test_a_long_thought_is_hinted_once_before_the_turn_ends_and_the_worker_reads
     (turn1_worker,) = worker_prompts(fake, 1)
     assert SECTION not in turn1_worker  # no long thought, no hint
     assert "turn 2: 1 thought hint(s) go into the worker prompt" in log
-    assert_landed(events)
+    assert_landed(home, events)
 
 
 def test_with_the_hint_endpoint_down_the_turn_still_lands(home, fake, tmp_path):
@@ -118,7 +117,7 @@ def test_with_the_hint_endpoint_down_the_turn_still_lands(home, fake, tmp_path):
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     (turn2_worker,) = worker_prompts(fake, 2)
     assert SECTION not in turn2_worker
-    assert_landed(home.session_log(run.session_id)[1])
+    assert_landed(home, home.session_log(run.session_id)[1])
     log = engine_log.read_text()
     assert "turn 2: thought hint for step 1 failed" in log and "compression goes on without it" in log
 
@@ -135,4 +134,4 @@ def test_by_default_the_hint_goes_through_dshs_own_llm_service(home, fake):
     assert request.messages[1]["content"] == THOUGHT
     (turn2_worker,) = worker_prompts(fake, 2)
     assert HINT in turn2_worker
-    assert_landed(home.session_log(run.session_id)[1])
+    assert_landed(home, home.session_log(run.session_id)[1])

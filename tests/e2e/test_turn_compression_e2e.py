@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload, text_of
-from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes
@@ -40,8 +39,8 @@ def conversation(request) -> list[tuple[str, str]]:
     return [(m["role"], text_of(m)) for m in request.messages if m["role"] != "system"]
 
 
-def turn1_roles(events) -> list[str]:
-    log = SessionLog(RC8, events)
+def turn1_roles(home, events) -> list[str]:
+    log = SessionLog(home.dialect, events)
     return [log.message_of(s)["role"] for s in turn_nodes(log, 1)]
 
 
@@ -69,8 +68,8 @@ def test_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
     assert set(first_worker.tool_names) == WORKER_TOOLS | {"read_memory_image"}
 
     _, events = home.session_log(run.session_id)
-    reload(events)  # the whole log reloads under the host's rules
-    assert turn1_roles(events) == ["user", "assistant"]
+    reload(home, events)  # the whole log reloads under the host's rules
+    assert turn1_roles(home, events) == ["user", "assistant"]
     assert len(compression_marks(events, 1)) == 1
     # DSH's token meter still prices the session after the landing (headless DSH prints no
     # warnings, so ask the meter itself: a landed assistant outside a step breaks it for good)
@@ -83,7 +82,7 @@ def test_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
     # a new DSH process reopens the session and continues
     again = home.run(["Third task after reopening."], resume=run.session_id)
     assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
-    reload(home.session_log(run.session_id)[1])
+    reload(home, home.session_log(run.session_id)[1])
 
 
 def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
@@ -107,8 +106,8 @@ def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
     (seq,) = compression_marks(events, 1)
     source = events[seq]["data"]["source"]
     assert source["workers"] == 2 and source["workerModes"] == ["fork", "spawn"]
-    assert turn1_roles(events) == ["user", "assistant"]
-    reload(events)
+    assert turn1_roles(home, events) == ["user", "assistant"]
+    reload(home, events)
 
 
 def test_stopped_before_landing_then_landed_exactly_once(home, fake):
@@ -124,15 +123,15 @@ def test_stopped_before_landing_then_landed_exactly_once(home, fake):
     assert second.returncode == 0, (second.records, second.stderr[-2000:])
     _, events = home.session_log(first.session_id)
     landed = compression_marks(events, 1)
-    assert len(landed) == 1 and turn1_roles(events) == ["user", "assistant"]
-    surface_after_second = SessionLog(RC8, events).nodes
+    assert len(landed) == 1 and turn1_roles(home, events) == ["user", "assistant"]
+    surface_after_second = SessionLog(home.dialect, events).nodes
 
     third = home.run([], resume=first.session_id)
     assert third.returncode == 0, (third.records, third.stderr[-2000:])
     _, events = home.session_log(first.session_id)
     assert compression_marks(events, 1) == landed  # not redone
-    assert SessionLog(RC8, events).nodes == surface_after_second  # nothing changed
-    reload(events)
+    assert SessionLog(home.dialect, events).nodes == surface_after_second  # nothing changed
+    reload(home, events)
 
 
 def test_a_worker_stuck_on_malformed_calls_is_stopped_and_the_turn_stays_raw(home, fake):
@@ -143,6 +142,6 @@ def test_a_worker_stuck_on_malformed_calls_is_stopped_and_the_turn_stays_raw(hom
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert len(worker_requests(fake)) == 8  # 2 workers x 4 requests, then the job gave up
     _, events = home.session_log(run.session_id)
-    assert turn1_roles(events) == ["user", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert turn1_roles(home, events) == ["user", "user", "assistant", "user", "assistant", "user", "assistant"]
     assert compression_marks(events, 1) == []
-    reload(events)
+    reload(home, events)

@@ -117,7 +117,7 @@ def test_long_turn_hands_off_and_one_followup_continues_after_landing(home, fake
     assert task["reason"]["kind"] == "completed" and "Handing off" in task["text"]  # the tool ended the turn
 
     _, events = home.session_log(run.session_id)
-    reload(events)
+    reload(home, events)
     call = handoff_call(events)
     check_reminder_once(fake, events)
     check_one_followup_after_landing(fake, events, call)
@@ -148,4 +148,4 @@ def test_a_restart_between_handoff_and_followup_still_gives_exactly_one(home, fa
     users, queued = followups(events, call["data"]["callId"])
     assert len(users) == 1 and len(queued) == 1
     assert [e["data"]["turn"] for e in events if e["type"] == "turn/end"] == [1, 2]
-    reload(events)
+    reload(home, events)

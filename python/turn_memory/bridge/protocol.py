@@ -33,13 +33,25 @@ class ErrorInfo(_Model):
 # ---------------------------------------------------------------------------------------
 # shim -> engine
 # ---------------------------------------------------------------------------------------
+class HostFacts(_Model):
+    """What the shim found the host's own code to accept (shim-js/lib/host-probe.js)."""
+
+    model_config = ConfigDict(extra="ignore")
+    #: dsh-session's SESSION_FORMAT_VERSION (rc.8: 0; 0.2.1: 4)
+    sessionFormatVersion: int | None = None
+    #: replace-op key pairs a scratch session accepted, e.g. ["startSeq/endSeq"]; or the probe's error
+    replaceKeys: list[str] | dict[str, Any] = Field(default_factory=list)
+
+
 class HelloParams(_Model):
     protocol: int
     dshVersion: str
-    dialect: Literal["rc8", "v02"]
+    #: a client that knows its dialect (doctor, tests) may name it; the shim sends `host`
+    dialect: Literal["rc8", "v02"] | None = None
+    host: HostFacts | None = None
     secret: str
     pid: int
-    #: what the host's own compactCheckpointSource('probe') returned: proves the dialect
+    #: what the host's own compactCheckpointSource('probe') returned: must match the dialect
     checkpointSource: dict[str, Any]
     #: the plugin row's `engine` config section, validated by the engine
     config: dict[str, Any] = Field(default_factory=dict)
@@ -63,6 +75,8 @@ class ToolSpec(_Model):
 class HelloResult(_Model):
     protocol: int
     engineVersion: str
+    #: the dialect the engine speaks with this host (decided from the probe)
+    dialect: str = ""
     #: event types whose data the shim may leave out of the mirror (the engine never reads it)
     elide: list[str] = Field(default_factory=list)
     #: the few events of those types the engine does read (a long thought's block-end, D-014)
@@ -76,6 +90,9 @@ class HelloResult(_Model):
     #: named runtime-context sections the shim registers on every user agent; their text is
     #: whatever the last `turn.preStep` answer said for that agent (empty = no section)
     contextSections: list[str] = Field(default_factory=list)
+    #: how the host's runtime-context snapshot message is sourced ({field: value} matchers):
+    #: workers must not see that host scaffolding
+    snapshotSources: list[dict[str, str]] = Field(default_factory=list)
 
 
 class AgentOptions(_Model):

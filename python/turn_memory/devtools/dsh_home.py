@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from turn_memory.devtools.runtime import Runtime
+from turn_memory.host.dialect import RC8, V02, Dialect
 from turn_memory.install.layout import deep_merge
 from turn_memory.install.patchyaml import dump, load
 from turn_memory.logs.reader import read_session_log, session_log_for
@@ -48,6 +49,10 @@ class RunResult:
     def commands(self) -> list[dict[str, Any]]:
         return [r for r in self.records if "command" in r]
 
+    def logs(self, *types: str) -> list[dict[str, Any]]:
+        """Warnings/errors DSH's plugins logged during the run (all, or of these types)."""
+        return [r for r in self.records if "log" in r and (not types or r["log"] in types)]
+
 
 @dataclass
 class DshHome:
@@ -75,6 +80,20 @@ class DshHome:
     @property
     def workspace(self) -> Path:
         return self.root / "workspace"
+
+    @property
+    def host(self) -> str:
+        return self.runtime.host
+
+    @property
+    def dialect(self) -> Dialect:
+        return V02 if self.runtime.host == "v021" else RC8
+
+    @property
+    def generic_route(self) -> bool:
+        """Route the default model through pi-ai's openai-completions adapter at the fake."""
+        # TEMP(v021): until the fake serves /v1/messages, 0.2.1's default route cannot reach it
+        return bool(self.model_url) and bool(self.context_window or self.image_input or self.runtime.host == "v021")
 
     def env(self) -> dict[str, str]:
         model = {"DEEPSEEK_BASE_URL": self.model_url, "DEEPSEEK_API_KEY": "sk-turn-memory-fake"} if self.model_url else {}
@@ -129,7 +148,7 @@ class DshHome:
             {"id": "headless-runner", "disabled": True},
             {"insert": [{"id": "turn-memory-driver", "name": "turn-memory-driver", "config": driver_config}]},
         ]
-        if (self.context_window or self.image_input) and self.model_url:
+        if self.generic_route:
             overlay += self._small_window_route()
         if self.log_compression:
             # an id patch replaces the whole config: restate the sessions root DSH's base sets

@@ -1,6 +1,15 @@
-"""The cached Node 22 + DSH 0.1.0-rc.8 runtime used by the e2e tests and the demo.
+"""The cached real DSH hosts used by the e2e tests, the demo and the benchmarks.
 
-Everything comes from the npm registry (nodejs.org is unreachable where this runs):
+Two hosts, one cache, shared Node 22:
+
+* ``rc8``   DSH 0.1.0-rc.8 from the npm registry (nodejs.org is unreachable where this runs);
+* ``v021``  the official DSH 0.2.1-rc.2 runtime from PyPI (``deepseek-harness-runtime-bin``,
+  one self-contained executable, pinned by hash) with the official Python SDK beside it
+  (``deepseek-harness-sdk``) in its own venv, and pnpm 11.7.0 (what DSH Desktop ships) for
+  ``dsh plugin add``. The executable carries the host's JavaScript as a packed archive; it is
+  extracted once to ``host/node_modules`` so tests can run the host's own session code.
+
+rc.8 components (npm):
 
 * ``node22/``  Node 22 from the npm package ``node-<os>-<arch>`` (DSH needs >= 22.19:
   ``node:zlib`` zstd and ``module.stripTypeScriptTypes``; Node 20 has neither).
@@ -8,6 +17,8 @@ Everything comes from the npm registry (nodejs.org is unreachable where this run
   ``data/dsh-rc8.package.json``.
 * ``pnpm/``    ``pnpm@10`` (``dsh plugin --profile P add <tarball>`` shells out to it).
 * ``zeromq/``  ``zeromq@6`` in its own prefix, for the bridge benchmark that runs outside DSH.
+
+v0.2.1 components: ``pnpm11/`` (npm) and ``dsh-v021/`` (venv + wheels + extracted host modules).
 
 Layout under ``<cache>/runtime-rc8-v1/``: one directory per component plus a
 ``<component>.done`` marker holding the spec it was installed from. The marker is written
@@ -19,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import os
 import platform
 import shutil
@@ -41,6 +53,15 @@ MIN_NODE = (22, 19)
 NPM_BEFORE = "2026-08-25T00:00:00Z"
 NPM_QUIET = ["--no-audit", "--no-fund", "--loglevel=error"]
 INSTALL_TIMEOUT_S = 1800
+
+V021_VERSION = "0.2.1-rc.2"
+#: exact wheels and their hashes (pip --require-hashes): the runtime and the official SDK
+V021_REQUIREMENTS = """\
+deepseek-harness-runtime-bin==0.2.1rc2 --hash=sha256:0a0a4eb85a22cd9339972e6a5ced77a27ec791353a5b220e3e10b8cdbbdeca39
+deepseek-harness-sdk==0.2.1rc2 --hash=sha256:30fc72c67f20ff4b46c6952087ea596fc70c2692001aa372185a24f9866bdc46
+"""
+PNPM11_VERSION = "11.7.0"
+HOSTS = ("rc8", "v021")
 
 # (sys.platform, machine) -> (npm package, version). Checked against the registry:
 # 22.23.5 exists only for linux; darwin-x64 and win-x64 stop at 22.23.3; there is no
@@ -70,6 +91,9 @@ class Runtime:
     pnpm: Path | None
     root: Path | None = None     # the versioned cache dir everything lives in
     zeromq_modules: Path | None = None  # node_modules holding zeromq@6 (NODE_PATH for the shim bench)
+    host: str = "rc8"            # "rc8" | "v021"
+    version: str = DSH_VERSION   # the DSH version `dsh --version` prints
+    python: Path | None = None   # v021: the runtime venv's python (it has the official SDK)
 
     def env(self, **extra: str) -> dict[str, str]:
         """os.environ with node (22), dsh and pnpm first on PATH, telemetry off, plus extra."""
@@ -138,6 +162,24 @@ class _Layout:
     def zeromq_modules(self) -> Path:
         return self.dir("zeromq") / "node_modules"
 
+    @property
+    def pnpm11(self) -> Path:
+        return _bin(self.dir("pnpm11") / "node_modules" / ".bin", "pnpm")
+
+    @property
+    def v021_python(self) -> Path:
+        venv = self.dir("dsh-v021") / "venv"
+        return venv / "Scripts" / "python.exe" if _is_windows() else venv / "bin" / "python"
+
+    @property
+    def v021_dsh(self) -> Path:
+        venv = self.dir("dsh-v021") / "venv"
+        return venv / "Scripts" / "dsh.exe" if _is_windows() else venv / "bin" / "dsh"
+
+    @property
+    def v021_modules(self) -> Path:
+        return self.dir("dsh-v021") / "host" / "node_modules"
+
 
 # --------------------------------------------------------------------------- components
 
@@ -146,13 +188,17 @@ class _Component:
     name: str
     label: str                   # for progress lines
     detail: str                  # what exactly gets installed
-    package_json: dict
+    package_json: dict | None
     npm_flags: tuple[str, ...]
     must_exist: Callable[[_Layout], Path]  # cheap post-install / fast-path sanity check
+    #: a non-npm install step (target dir, env, log); its inputs are `custom_spec`
+    custom: Callable[[Path, dict[str, str], Path], None] | None = None
+    custom_spec: str = ""
 
     def spec(self) -> str:
         """What the marker records; any change in inputs forces a reinstall."""
-        blob = json.dumps([self.package_json, self.npm_flags], sort_keys=True)
+        parts: list = [self.package_json, self.npm_flags] + ([self.custom_spec] if self.custom_spec else [])
+        blob = json.dumps(parts, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -172,8 +218,24 @@ def _node_component(pkg: str, version: str) -> _Component:
     )
 
 
-def _components(node_pkg: tuple[str, str] | None) -> list[_Component]:
+def _components(node_pkg: tuple[str, str] | None, host: str = "rc8") -> list[_Component]:
     comps = [] if node_pkg is None else [_node_component(*node_pkg)]
+    if host == "v021":
+        return comps + [
+            _Component(
+                name="pnpm11", label=f"pnpm {PNPM11_VERSION}", detail=f"pnpm@{PNPM11_VERSION}",
+                package_json={"name": "turn-memory-pnpm11", "private": True,
+                              "dependencies": {"pnpm": PNPM11_VERSION}},
+                npm_flags=(),  # exact pin; it was published after the rc.8 freeze date
+                must_exist=lambda lay: lay.pnpm11,
+            ),
+            _Component(
+                name="dsh-v021", label=f"DSH {V021_VERSION}",
+                detail="deepseek-harness-runtime-bin + deepseek-harness-sdk 0.2.1rc2, ~400 MB",
+                package_json=None, npm_flags=(), must_exist=lambda lay: lay.v021_modules / ".extracted",
+                custom=_install_v021, custom_spec=V021_REQUIREMENTS + f"extract-v{_EXTRACT_FORMAT}",
+            ),
+        ]
     comps += [
         _Component(
             name="dsh", label=f"DSH {DSH_VERSION}", detail="@deepseek-ai/dsh + pinned peers, ~280 MB",
@@ -197,6 +259,62 @@ def _components(node_pkg: tuple[str, str] | None) -> list[_Component]:
         ),
     ]
     return comps
+
+
+#: bump when the extraction below changes what it writes
+_EXTRACT_FORMAT = 1
+
+
+def _install_v021(target: Path, env: dict[str, str], log: Path) -> None:
+    """venv + the pinned wheels, then the host's JavaScript unpacked for the differential tests."""
+    venv = target / "venv"
+    _run_logged([sys.executable, "-m", "venv", str(venv)], target, env, log)
+    python = venv / ("Scripts/python.exe" if _is_windows() else "bin/python")
+    req = target / "requirements.txt"
+    req.write_text(V021_REQUIREMENTS)
+    _run_logged([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                 "--require-hashes", "-r", str(req)], target, env, log)
+    found = subprocess.run([str(python), "-c", "import deepseek_harness_runtime as r; print(r.bundled_runtime_path())"],
+                           capture_output=True, text=True, env=env, timeout=120)
+    if found.returncode != 0:
+        raise RuntimeError(f"deepseek_harness_runtime.bundled_runtime_path() failed: {found.stderr[-2000:]}")
+    count = extract_host_modules(Path(found.stdout.strip()), target / "host")
+    (target / "host" / "node_modules" / ".extracted").write_text(json.dumps({"files": count}))
+
+
+def extract_host_modules(executable: Path, dest: Path) -> int:
+    """Unpack the `node_modules` the DSH 0.2 runtime executable carries (a pkg-style archive).
+
+    The executable ends with named blobs (`<u64 name length><name><u64 size><bytes>`): the
+    archive and a JSON manifest whose `offsets` map snapshot paths to (offset, size) in it.
+    Only `/node/node_modules/**` is written. Returns the number of files written.
+    """
+    data = executable.read_bytes()
+
+    def blob(name: bytes) -> tuple[int, int]:
+        tag = struct.pack("<Q", len(name)) + name
+        at = data.rfind(tag)
+        if at < 0:
+            raise RuntimeError(f"{executable}: no {name.decode()} blob (unknown runtime packaging)")
+        start = at + len(tag) + 8
+        return start, struct.unpack("<Q", data[at + len(tag):start])[0]
+
+    archive, _ = blob(b"__pkg_archive__")
+    m_start, m_size = blob(b"__pkg_manifest__")
+    offsets: dict[str, list[int]] = json.loads(data[m_start:m_start + m_size])["offsets"]
+    prefix = "/node/node_modules/"
+    root = (dest / "node_modules").resolve()
+    count = 0
+    for path, (offset, size) in offsets.items():
+        if not path.startswith(prefix):
+            continue
+        out = (root / path[len(prefix):]).resolve()
+        if root not in out.parents:
+            raise RuntimeError(f"{executable}: archive path escapes the tree: {path}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data[archive + offset:archive + offset + size])
+        count += 1
+    return count
 
 
 def _is_done(lay: _Layout, comp: _Component) -> bool:
@@ -232,10 +350,13 @@ def _install(lay: _Layout, comp: _Component, npm: str, env: dict[str, str], prog
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     lay.log(comp.name).unlink(missing_ok=True)
-    (target / "package.json").write_text(json.dumps(comp.package_json, indent=2) + "\n")
     progress(f"installing {comp.label} (first run only)…")
     t0 = time.monotonic()
-    _run_logged([npm, "install", *NPM_QUIET, *comp.npm_flags], target, env, lay.log(comp.name))
+    if comp.custom is not None:
+        comp.custom(target, env, lay.log(comp.name))
+    else:
+        (target / "package.json").write_text(json.dumps(comp.package_json, indent=2) + "\n")
+        _run_logged([npm, "install", *NPM_QUIET, *comp.npm_flags], target, env, lay.log(comp.name))
     if not comp.must_exist(lay).exists():
         raise RuntimeError(f"{comp.label}: npm install succeeded but {comp.must_exist(lay)} is missing")
     _write_atomic(lay.marker(comp.name), json.dumps(
@@ -303,12 +424,16 @@ def _system_node_if_usable() -> Path | None:
 
 # --------------------------------------------------------------------------- entry
 
-def ensure_runtime(cache_dir: Path | None = None, *, progress: Progress = _stderr_progress) -> Runtime:
-    """Install (once) and return the cached Node 22 + DSH rc.8 + pnpm + zeromq runtime.
+def ensure_runtime(cache_dir: Path | None = None, *, host: str = "rc8",
+                   progress: Progress = _stderr_progress) -> Runtime:
+    """Install (once) and return a cached DSH host: ``rc8`` (Node 22 + DSH 0.1.0-rc.8 + pnpm 10
+    + zeromq) or ``v021`` (Node 22 + the DSH 0.2.1-rc.2 runtime + SDK + pnpm 11.7.0).
 
     ``cache_dir`` is the turn-memory cache root; the runtime lives in a versioned subdir.
     Fast path (everything installed) takes no lock and runs no subprocess.
     """
+    if host not in HOSTS:
+        raise ValueError(f"unknown DSH host {host!r}; expected one of {', '.join(HOSTS)}")
     lay = _Layout(Path(cache_dir or default_cache_dir()).expanduser().resolve() / RUNTIME_DIR)
     node_pkg = _node_package()
     system_node: Path | None = None
@@ -320,7 +445,7 @@ def ensure_runtime(cache_dir: Path | None = None, *, progress: Progress = _stder
         elif node_pkg is None:
             raise RuntimeError(f"no Node 22 npm package for {sys.platform}/{platform.machine()}; "
                                f"install Node >= {MIN_NODE[0]}.{MIN_NODE[1]} and put it on PATH")
-    comps = _components(node_pkg)
+    comps = _components(node_pkg, host)
     node = system_node or comps[0].must_exist(lay)
 
     if not all(_is_done(lay, c) for c in comps):
@@ -344,6 +469,9 @@ def ensure_runtime(cache_dir: Path | None = None, *, progress: Progress = _stder
                         lay.marker(comp.name).unlink(missing_ok=True)
                         raise RuntimeError(f"{node} reports {version}; DSH needs >= 22.19")
 
+    if host == "v021":
+        return Runtime(node=node, node_modules=lay.v021_modules, dsh=lay.v021_dsh, pnpm=lay.pnpm11, root=lay.root,
+                       host="v021", version=V021_VERSION, python=lay.v021_python)
     return Runtime(node=node, node_modules=lay.node_modules, dsh=lay.dsh, pnpm=lay.pnpm,
                    root=lay.root, zeromq_modules=lay.zeromq_modules)
 
@@ -352,19 +480,23 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m turn_memory.devtools.runtime",
-                                 description="Install (first run only) and print the cached DSH rc.8 runtime.")
+                                 description="Install (first run only) and print a cached real DSH host.")
+    ap.add_argument("--host", choices=HOSTS + ("all",), default="rc8",
+                    help="rc8 = DSH 0.1.0-rc.8 (npm), v021 = DSH 0.2.1-rc.2 (PyPI); all = both (default: %(default)s)")
     ap.add_argument("--cache-dir", type=Path, default=None, help="cache root (default: %(default)s → "
                     "$TURN_MEMORY_CACHE, $XDG_CACHE_HOME/turn-memory or ~/.cache/turn-memory)")
     ap.add_argument("--json", action="store_true", help="print the paths as one JSON object")
     args = ap.parse_args(argv)
-    rt = ensure_runtime(args.cache_dir)
-    paths = {"root": rt.root, "node": rt.node, "node_modules": rt.node_modules, "dsh": rt.dsh,
-             "pnpm": rt.pnpm, "zeromq_modules": rt.zeromq_modules}
-    if args.json:
-        print(json.dumps({k: str(v) if v else None for k, v in paths.items()}))
-    else:
-        for key, value in paths.items():
-            print(f"{key}={value}")
+    for host in (HOSTS if args.host == "all" else (args.host,)):
+        rt = ensure_runtime(args.cache_dir, host=host)
+        paths = {"host": rt.host, "version": rt.version, "root": rt.root, "node": rt.node,
+                 "node_modules": rt.node_modules, "dsh": rt.dsh, "pnpm": rt.pnpm,
+                 "zeromq_modules": rt.zeromq_modules, "python": rt.python}
+        if args.json:
+            print(json.dumps({k: str(v) if v else None for k, v in paths.items()}))
+        else:
+            for key, value in paths.items():
+                print(f"{key}={value}")
     return 0
 
 

@@ -42,6 +42,8 @@ class Dialect:
     #: rc8: loading migrates pre-react-loop turn/start / turn/end shapes and refuses malformed
     #: ones; v02's loader is undocumented here, so it is left unchecked there
     turn_shapes_checked: bool = True
+    #: {field: value} matchers of the host's own runtime-context snapshot message source
+    snapshot_sources: tuple[dict[str, str], ...] = ()
 
     # -- surface intents -------------------------------------------------------------
     def replace_op(self, start: int, end: int) -> dict[str, Any]:
@@ -111,6 +113,7 @@ RC8 = Dialect(
     tool_result_role="user",
     protects_system_head=False,
     known_event_types=KNOWN_EVENT_TYPES_RC8,
+    snapshot_sources=({"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt"},),
 )
 
 V02 = Dialect(
@@ -128,9 +131,28 @@ V02 = Dialect(
     replace_endpoints_precede_event=True,
     assistant_turn_step_checked=True,
     turn_shapes_checked=False,
+    snapshot_sources=({"kind": "runtime-context"},),
 )
 
 DIALECTS: dict[str, Dialect] = {"rc8": RC8, "v02": V02}
+
+
+def dialect_for_host(replace_keys: object, claimed: str | None = None) -> Dialect:
+    """The dialect whose replace op a real session of this host accepted (the shim's probe).
+
+    Exactly one dialect must match; a claimed dialect (doctor, tests) is used only when the
+    client sent no probe. Raises ValueError when neither decides.
+    """
+    if isinstance(replace_keys, list):
+        matches = [d for d in DIALECTS.values() if "/".join(d.replace_keys) in replace_keys]
+        if len(matches) == 1:
+            return matches[0]
+        raise ValueError(f"the host accepted replace ops {replace_keys}: no single known dialect matches")
+    if replace_keys:  # the probe itself failed: say why
+        raise ValueError(f"the host probe failed: {replace_keys}")
+    if claimed in DIALECTS:
+        return DIALECTS[claimed]
+    raise ValueError("the client sent neither a host probe nor a dialect")
 
 
 def dialect_for_version(version: str) -> Dialect:

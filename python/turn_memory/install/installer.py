@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import layout as L
+from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
 from .pack import PackError, PackResult, pack_shim, tarball_name
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
@@ -308,6 +309,7 @@ def _install(ctx: Context) -> int:
     else:
         backups.before_edit(paths.package_json)
         backups.before_edit(paths.lock_file)
+        _allow_shim_build_rule(ctx)
         started = time.monotonic()
         result = ctx.dsh.plugin(paths.name, "add", str(pack.path))
         elapsed = time.monotonic() - started
@@ -346,6 +348,17 @@ def _install(ctx: Context) -> int:
     ctx.say(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine "
             f"({', '.join(plan.layout.locations)}); start a new DSH session to use it")
     return 0
+
+
+def _allow_shim_build_rule(ctx: Context) -> None:
+    """pnpm 11 refuses unlisted dependency builds: name zeromq's (see build_rules)."""
+    path = ctx.paths.workspace_file
+    new = with_zeromq_rule(read_text(path))
+    if new is None:
+        return
+    ctx.backups.before_edit(path)
+    write_text(path, new)
+    ctx.say(f"  pnpm     : {path.name}: allowBuilds.{BUILD_RULE_PACKAGE} = false (its prebuilt addon needs no build script)")
 
 
 def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:

@@ -122,6 +122,10 @@ class ProfilePaths:
         return self.dir / "pnpm-lock.yaml"
 
     @property
+    def workspace_file(self) -> Path:
+        return self.dir / "pnpm-workspace.yaml"
+
+    @property
     def home_patch_file(self) -> Path:
         # Applied by DSH after every profile's own layer.
         return self.home / "cordis.patch.yml"

@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, readFileSync } from 'node:fs';
 import { basename } from 'node:path';
+import { inspect } from 'node:util';
 import { installModelSelection } from '@deepseek-ai/dsh-agent';
 import { createUserMessage } from '@deepseek-ai/dsh-llm';
 import { SessionId } from '@deepseek-ai/dsh-session';
@@ -21,6 +22,9 @@ function report(config, record) {
   if (config.reportFile) appendFileSync(config.reportFile, line);
   else process.stdout.write(line);
 }
+
+// 0.1.0-rc.8 exposes session.events; 0.2.x replaced it with snapshotEvents()
+const eventsOf = (session) => (typeof session.snapshotEvents === 'function' ? session.snapshotEvents() : session.events);
 
 function outcome(events, fromSeq) {
   let text = '';
@@ -36,7 +40,20 @@ function outcome(events, fromSeq) {
   return { text, reason };
 }
 
+// Every warning and error any plugin logs becomes a report record, on both hosts (0.2.x
+// headless has no stderr exporter of its own), so a test can assert a run logged none.
+function exportLogs(ctx, config) {
+  ctx.logger?.exporter?.({
+    levels: { default: 2 },
+    export: ({ name, type, args }) => {
+      if (type !== 'warn' && type !== 'error') return;
+      report(config, { log: type, name, text: args.map((a) => (a instanceof Error ? a.stack ?? a.message : typeof a === 'string' ? a : inspect(a))).join(' ') });
+    },
+  });
+}
+
 async function run(ctx, config) {
+  exportLogs(ctx, config);
   await ctx.get('loader')?.await();
   const selection = ctx.agentDefaultModel.currentSelection();
   const setup = (agentCtx) => {
@@ -86,7 +103,7 @@ async function run(ctx, config) {
       const from = agent.session.seq;
       agent.followup(createUserMessage({ content: [{ type: 'text', text: task.text ?? '' }, { type: 'image', attachment: ref }], source: { kind: 'user' } }));
       await agent.whenIdle();
-      const out = outcome(agent.session.events, from);
+      const out = outcome(eventsOf(agent.session), from);
       ok &&= out.reason?.kind === 'completed';
       report(config, { task: task.text ?? '', image: ref, text: out.text, reason: out.reason });
       continue;
@@ -107,7 +124,7 @@ async function run(ctx, config) {
     }
     agent.followup(createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } }));
     await agent.whenIdle();
-    const out = outcome(agent.session.events, from);
+    const out = outcome(eventsOf(agent.session), from);
     ok &&= out.reason?.kind === 'completed';
     report(config, { task: text, text: out.text, reason: out.reason, ms: Date.now() - started });
   }

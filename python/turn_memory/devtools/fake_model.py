@@ -1,30 +1,46 @@
-"""A scripted, OpenAI-compatible (DeepSeek-flavoured) model server for tests and the demo.
+"""A scripted, DeepSeek-style model server for tests and the demo; speaks both DSH wire protocols.
 
 Stdlib only. Point DSH's default ``deepseek-official`` route at it with
-``DEEPSEEK_BASE_URL=fake.base_url`` (the adapter POSTs ``${baseURL}/chat/completions``);
-``/v1/chat/completions`` is accepted too, and ``GET /models`` answers a one-model list.
+``DEEPSEEK_BASE_URL=fake.base_url`` (:meth:`FakeModel.env`):
 
-What DSH 0.1.0-rc.8 sends (read from ``@deepseek-ai/dsh-llm-deepseek/lib/index.js`` and
-its callers), and how requests are classified here:
+* DSH 0.1.0-rc.8's adapter speaks OpenAI chat completions: ``POST ${baseURL}/chat/completions``
+  (``/v1/chat/completions`` is accepted too); encoder in ``fake_wire_openai``.
+* DSH 0.2.1's adapter speaks Anthropic Messages: ``POST ${baseURL}/v1/messages`` (it appends
+  ``/v1`` unless the base URL already ends in it; ``/messages`` is accepted too); request
+  normalization and encoder in ``fake_wire_messages``, wire facts in docs/v021-messages-route.md.
+
+Either way the request is recorded as one :class:`FakeRequest` whose ``messages`` / ``tools``
+are the OpenAI-style view below (``protocol`` and ``path`` tell the two apart, ``body`` is the
+wire body as sent), the same script chooses one reply, and the reply is streamed back in the
+protocol that asked. ``GET /models`` answers a one-model list.
+
+What DSH sends (read from ``@deepseek-ai/dsh-llm-deepseek/lib/index.js`` and its callers, on
+both hosts), and how requests are classified here:
 
 * ``compaction`` - the adapter adds header ``x-deepseek-harness-compact: 1`` exactly when
   ``options.purpose === "compaction"`` (only dsh-compaction-basic's summarizer sets it).
   The body is the conversation plus a final user message with the compaction instruction,
   and it still carries the agent's ``tools``, so the header must be checked first.
-* ``title`` - no ``tools`` and not compaction. dsh-session-title-llm sends
-  ``purpose: "session-title"``: no tools, a "Create a concise title…" system prompt, one
-  user message framing the human messages as JSON, and ``thinking: {type: "disabled"}``.
-  (A tool-less agent turn would also land here; rules can match any kind explicitly.)
+* ``title`` - no ``tools`` and not compaction. The session-title plugin sends no tools, a
+  "Create a concise title…" system prompt, one user message framing the human messages as
+  JSON, and thinking disabled. (A tool-less agent turn would also land here; rules can match
+  any kind explicitly.)
 * ``turn`` - everything else (an agent step; carries ``tools``).
 
-Other wire facts worth knowing: every request streams (``stream: true``,
-``stream_options.include_usage``); the system prompt is a leading ``role: system``
-message; tool results are ``role: tool`` messages; rc.8 appends a host user message
+Other wire facts worth knowing: every request streams; the system prompt is a leading
+``role: system`` message (Messages: the top-level ``system``); tool results are ``role: tool``
+messages (Messages: ``tool_result`` blocks in a user message); the host appends a user message
 "Current runtime context. This snapshot supersedes…" after the user's words on every step,
 so :attr:`FakeRequest.last_user_text` skips it. Headers include ``x-deepseek-harness-user-id``
-and ``x-deepseek-harness-session-id``. The adapter rejects a ``stop`` finish with no content
-(EMPTY_RESPONSE) and a stream without ``[DONE]`` (STREAM_CLOSED); HTTP 400 whose error
-code/message says the context length was exceeded becomes ``CONTEXT_WINDOW_EXCEEDED``.
+and ``x-deepseek-harness-session-id``. rc.8 rejects a ``stop`` finish with no content
+(EMPTY_RESPONSE) and a stream without ``[DONE]`` (STREAM_CLOSED; 0.2.1: without
+``message_stop``); an HTTP 400 whose error code/message says the context length was exceeded
+becomes ``CONTEXT_WINDOW_EXCEEDED`` on both.
+
+The view (rc.8's chat-completions conventions): ``{"role": "system"|"user"|"assistant"|"tool",
+"content": str | [{"type": "text", "text"} | {"type": "image_url", "image_url": {"url"}}]}``,
+assistant messages with ``reasoning_content`` and ``tool_calls`` (``[{"id", "type": "function",
+"function": {"name", "arguments": str}}]``), tool messages with ``tool_call_id``.
 
 Reply resolution, first hit wins: the Python ``responder`` callable, then rules (in order),
 then the per-kind ordered queue, then a default reply.
@@ -46,34 +62,42 @@ import json
 import re
 import threading
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Mapping, Union
+
+from turn_memory.devtools import fake_wire_messages, fake_wire_openai
 
 KINDS = ("turn", "title", "compaction")
 COMPACT_HEADER = "x-deepseek-harness-compact"
-RUNTIME_CONTEXT_PREFIX = "Current runtime context."  # rc.8 host scaffolding, not user words
+RUNTIME_CONTEXT_PREFIX = "Current runtime context"  # host scaffolding, not user words
 FAKE_API_KEY = "sk-fake-turn-memory-0000000000"
+SECRET_HEADERS = ("authorization", "x-api-key")  # recorded truncated, never whole
 
 REPLY_KEYS = {
     "text",              # assistant content, streamed in chunk_size pieces
     "reasoning",         # reasoning_content deltas (sent before the text)
     "tool_calls",        # [{"name", "arguments": dict | raw str, "id"?}]
     "finish",            # finish_reason; default "tool_calls" if tool_calls else "stop"
-    "status",            # non-2xx HTTP status -> OpenAI error JSON instead of a stream
-    "error",             # {"message", "type", "code"} for status replies
-    "context_overflow",  # True -> 400 context_length_exceeded (DSH: CONTEXT_WINDOW_EXCEEDED)
+    "status",            # non-2xx HTTP status -> the protocol's error JSON instead of a stream
+    "error",             # {"message", "type", "code"?} for status replies, sent as the body's "error"
+    "context_overflow",  # True -> 400 "maximum context length" (DSH: CONTEXT_WINDOW_EXCEEDED)
     "delay_ms",          # wait before answering (headers included)
     "chunk_delay_ms",    # wait between SSE events
-    "prompt_tokens",     # usage.prompt_tokens (default: ~len(json(messages)) / 4)
+    "prompt_tokens",     # prompt size (default: ~len(json(messages)) / 4); Messages: input + cache read
     "completion_tokens",
-    "truncate",          # True -> close the stream without finish/[DONE] (DSH: STREAM_CLOSED)
+    "cached_tokens",     # of prompt_tokens, cache hits (default 0): prompt_cache_hit_tokens / cache_read_input_tokens
+    "truncate",          # True -> close the stream without finish/[DONE] or message_stop (DSH: STREAM_CLOSED)
 }
 WHEN_KEYS = {"kind", "last_user_contains", "last_user_matches", "system_contains",
              "messages_contain", "tools_include", "tools_exclude", "last_role", "header", "model"}
+
+
+def is_runtime_context(text: str) -> bool:
+    """The host's runtime-context snapshot ("Current runtime context. …" / "…: none. …")."""
+    return text.startswith((RUNTIME_CONTEXT_PREFIX + ".", RUNTIME_CONTEXT_PREFIX + ":"))
 
 
 def _text_of(content: Any) -> str:
@@ -87,23 +111,34 @@ def _text_of(content: Any) -> str:
 
 @dataclass
 class FakeRequest:
-    """One received request, as recorded in :attr:`FakeModel.requests`."""
+    """One received request, as recorded in :attr:`FakeModel.requests`.
+
+    ``body`` is the wire body as sent; ``messages`` and ``tools`` are the OpenAI-style view
+    (module doc), identical for both protocols, and what every other property reads.
+    """
     index: int
     kind: str
     path: str
-    headers: dict[str, str]   # lower-cased subset: x-*, user-agent, accept, content-type, authorization (redacted)
+    headers: dict[str, str]   # lower-cased subset: x-*, anthropic-*, user-agent, accept, content-type; SECRET_HEADERS truncated
     body: dict[str, Any]
     time: float
     reply: dict[str, Any] | None = None   # what was answered
     source: str = ""                      # "responder" | "rule:<name>" | "queue" | "default"
+    protocol: str = "openai"              # "openai" (chat completions, rc.8) | "messages" (0.2.1 default route)
+    view: dict[str, Any] | None = None    # normalized {"messages", "tools"}; None: body already is the view
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return list(self.body.get("messages") or [])
+        return list((self.view if self.view is not None else self.body).get("messages") or [])
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """``[{"type": "function", "function": {"name", "description", "parameters"}}]``."""
+        return list((self.view if self.view is not None else self.body).get("tools") or [])
 
     @property
     def tool_names(self) -> list[str]:
-        return [t.get("function", {}).get("name", "") for t in self.body.get("tools") or []]
+        return [t.get("function", {}).get("name", "") for t in self.tools]
 
     @property
     def system_text(self) -> str:
@@ -111,19 +146,24 @@ class FakeRequest:
 
     @property
     def last_user_text(self) -> str:
-        """The latest user-authored text, skipping rc.8's runtime-context snapshots."""
+        """The latest user-authored text, skipping the host's runtime-context snapshots."""
         for m in reversed(self.messages):
             if m.get("role") == "user":
                 text = _text_of(m.get("content"))
-                if not text.startswith(RUNTIME_CONTEXT_PREFIX):
+                if not is_runtime_context(text):
                     return text
         return ""
 
     @property
     def last_role(self) -> str:
-        """Role of the last non-scaffolding message: "tool" means a follow-up step."""
+        """Role of the last non-scaffolding message: "tool" means a follow-up step.
+
+        Runtime-context snapshots and system messages (0.2.1 sends in-history system-prompt
+        updates and developer messages as ``role: system`` after the latest user turn) are
+        skipped."""
         for m in reversed(self.messages):
-            if m.get("role") == "user" and _text_of(m.get("content")).startswith(RUNTIME_CONTEXT_PREFIX):
+            if m.get("role") == "system" or (
+                    m.get("role") == "user" and is_runtime_context(_text_of(m.get("content")))):
                 continue
             return str(m.get("role", ""))
         return ""
@@ -132,8 +172,12 @@ class FakeRequest:
         return "\n".join(_text_of(m.get("content")) for m in self.messages)
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "t": self.time, "kind": self.kind, "path": self.path,
-                "headers": self.headers, "body": self.body, "reply": self.reply, "source": self.source}
+        out = {"index": self.index, "t": self.time, "kind": self.kind, "path": self.path,
+               "protocol": self.protocol, "headers": self.headers, "body": self.body,
+               "reply": self.reply, "source": self.source}
+        if self.view is not None:
+            out["view"] = self.view
+        return out
 
 
 Reply = Union[str, Mapping[str, Any]]
@@ -297,24 +341,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
-        if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
+        protocol = protocol_of(self.path)
+        if protocol is None:
             self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
             return
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
-            self._send_json(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+            self._send_json(400, _WIRES[protocol].error_body(400, {"error": {
+                "message": "body is not JSON", "type": "invalid_request_error"}}))
             return
-        req, reply = self.server.fake._dispatch(self.path, dict(self.headers.items()), body)
+        req, reply = self.server.fake._dispatch(self.path, dict(self.headers.items()), body, protocol)
         if reply.get("delay_ms"):
             time.sleep(reply["delay_ms"] / 1000)
-        if reply.get("context_overflow"):
-            self._send_json(400, {"error": reply.get("error") or {
-                "message": "This model's maximum context length is 1000 tokens; your request is longer (fake).",
-                "type": "invalid_request_error", "code": "context_length_exceeded"}})
-        elif reply.get("status"):
-            self._send_json(int(reply["status"]), {"error": reply.get("error") or {
-                "message": f"scripted failure (HTTP {reply['status']})", "type": "server_error"}})
+        status = 400 if reply.get("context_overflow") else int(reply.get("status") or 200)
+        if status != 200:
+            self._send_json(status, _WIRES[protocol].error_body(status, reply))
         else:
             self._stream(req, reply)
 
@@ -325,9 +367,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")  # body ends at EOF; no chunked framing needed
         self.end_headers()
         self.close_connection = True
+        frames = _WIRES[req.protocol].sse_frames(req.body.get("model", "fake-model"), reply,
+                                                 reply_usage(req, reply), self.server.fake.chunk_size)
         try:
-            for event in sse_events(req.body, reply, self.server.fake.chunk_size):
-                self.wfile.write(b"data: " + event.encode() + b"\n\n")
+            for frame in frames:
+                self.wfile.write(frame)
                 self.wfile.flush()
                 if reply.get("chunk_delay_ms"):
                     time.sleep(reply["chunk_delay_ms"] / 1000)
@@ -335,49 +379,32 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client aborted (DSH cancels on interrupt); nothing to clean up
 
 
-def sse_events(body: Mapping[str, Any], reply: Mapping[str, Any], chunk_size: int = 16) -> Iterable[str]:
-    """The SSE data payloads for one streamed reply, in DeepSeek's chunk shapes."""
-    cid = "chatcmpl-" + uuid.uuid4().hex[:12]
-    model = body.get("model", "fake-model")
+_WIRES = {fake_wire_openai.PROTOCOL: fake_wire_openai, fake_wire_messages.PROTOCOL: fake_wire_messages}
 
-    def chunk(delta: dict | None = None, finish: str | None = None, usage: dict | None = None) -> str:
-        out: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
-                               "model": model, "choices": []}
-        if delta is not None:
-            out["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
-        if usage is not None:
-            out["usage"] = usage
-        return json.dumps(out)
 
-    def pieces(s: str) -> list[str]:
-        return [s[i:i + chunk_size] for i in range(0, len(s), chunk_size)]
+def protocol_of(path: str) -> str | None:
+    """Which wire protocol a POST path speaks, or None (404)."""
+    route = path.split("?")[0].rstrip("/")
+    if route.endswith("/chat/completions"):
+        return fake_wire_openai.PROTOCOL
+    if route in ("/messages", "/v1/messages"):
+        return fake_wire_messages.PROTOCOL
+    return None
 
-    yield chunk({"role": "assistant", "content": ""})
-    reasoning = reply.get("reasoning") or ""
-    for p in pieces(reasoning):
-        yield chunk({"reasoning_content": p})
-    text = reply.get("text") or ""
-    for p in pieces(text):
-        yield chunk({"content": p})
+
+def _arguments_text(call: Mapping[str, Any]) -> str:
+    args = call.get("arguments", {})
+    return args if isinstance(args, str) else json.dumps(args)
+
+
+def reply_usage(req: FakeRequest, reply: Mapping[str, Any]) -> dict[str, int]:
+    """The usage one reply reports, protocol-neutral: prompt (cache hits included), completion, cached."""
     calls = reply.get("tool_calls") or []
-    args_total = 0
-    for i, call in enumerate(calls):
-        args = call.get("arguments", {})
-        args = args if isinstance(args, str) else json.dumps(args)
-        args_total += len(args)
-        # First delta names the call (id + name, empty args), then argument fragments.
-        yield chunk({"tool_calls": [{"index": i, "id": call.get("id") or "call_" + uuid.uuid4().hex[:12],
-                                     "type": "function", "function": {"name": call["name"], "arguments": ""}}]})
-        for p in pieces(args):
-            yield chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]})
-    if reply.get("truncate"):
-        return
-    yield chunk({}, reply.get("finish") or ("tool_calls" if calls else "stop"))
-    pt = int(reply.get("prompt_tokens") or max(1, len(json.dumps(body.get("messages", []))) // 4))
-    ct = int(reply.get("completion_tokens") or max(1, (len(text) + len(reasoning) + args_total) // 4))
-    yield chunk(usage={"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct,
-                       "prompt_cache_hit_tokens": 0, "prompt_cache_miss_tokens": pt})
-    yield "[DONE]"
+    pt = int(reply.get("prompt_tokens") or max(1, len(json.dumps(req.messages)) // 4))
+    ct = int(reply.get("completion_tokens") or max(1, (len(reply.get("text") or "") + len(reply.get("reasoning") or "")
+                                                       + sum(len(_arguments_text(c)) for c in calls)) // 4))
+    cached = min(pt, int(reply.get("cached_tokens") or 0))
+    return {"prompt_tokens": pt, "completion_tokens": ct, "cached_tokens": cached}
 
 
 class _Server(ThreadingHTTPServer):
@@ -504,16 +531,19 @@ class FakeModel:
             return {k: len(q) for k, q in self.script.queues.items()}
 
     # -- the one place a reply is chosen
-    def _dispatch(self, path: str, headers: Mapping[str, str], body: dict[str, Any]) -> tuple[FakeRequest, dict]:
+    def _dispatch(self, path: str, headers: Mapping[str, str], body: dict[str, Any],
+                  protocol: str = fake_wire_openai.PROTOCOL) -> tuple[FakeRequest, dict]:
         lower = {k.lower(): v for k, v in headers.items()}
         kept = {k: v for k, v in lower.items()
-                if k.startswith("x-") or k in ("user-agent", "accept", "content-type")}
-        if "authorization" in lower:
-            kept["authorization"] = lower["authorization"][:12] + "…"
+                if k.startswith(("x-", "anthropic-")) or k in ("user-agent", "accept", "content-type")}
+        for k in SECRET_HEADERS:
+            if k in lower:
+                kept[k] = lower[k][:12] + "…"
         kind = classify(lower, body)
+        view = fake_wire_messages.chat_view(body) if protocol == fake_wire_messages.PROTOCOL else None
         with self._lock:
             req = FakeRequest(index=len(self._requests), kind=kind, path=path, headers=kept,
-                              body=body, time=time.time())
+                              body=body, time=time.time(), protocol=protocol, view=view)
             reply, source = None, ""
             if self.responder is not None:
                 got = self.responder(req)
@@ -540,7 +570,7 @@ class FakeModel:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m turn_memory.devtools.fake_model",
-                                 description="Scripted OpenAI/DeepSeek-compatible SSE model server.")
+                                 description="Scripted DeepSeek-style SSE model server (chat completions and Messages).")
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--script", help="JSON script (list = turn replies, or {turn,title,compaction,rules})")

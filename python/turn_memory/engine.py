@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from turn_memory import __version__
 from turn_memory.bridge.protocol import (
     PROTOCOL_VERSION,
+    AgentStreamParams,
     CompactIfNeededParams,
     CompactNowParams,
     CompactRegionParams,
@@ -34,6 +35,7 @@ from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
 from turn_memory.config import EngineConfig
 from turn_memory.hints.client import warm_up
+from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import Dialect, dialect_for_host
@@ -127,6 +129,12 @@ class Engine:
             self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
             self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
             self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
+        elif method == "agent.stream":
+            assert isinstance(params, AgentStreamParams)
+            session = self.mirror.get(params.sessionId)
+            block = stream_block(params.turn, params.step, params.chunk)
+            if session is not None and block is not None:
+                self.hints.on_stream(session, block, lambda: self._port(peer), self._peers[peer.identity][1])
         elif method == "session.closed":
             assert isinstance(params, SessionClosedParams)
             self.mirror.close(params.sessionId)

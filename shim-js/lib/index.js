@@ -149,6 +149,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
     });
     ctx.on('agent/disposed', ({ agent }) => this.mirror.untrack(agent));
     ctx.on('session/event', (session, event) => this.mirror.onEvent(session, event));
+    ctx.on('agent/assistant-stream', ({ agent, frame }) => this.mirror.onStreamFrame(agent, frame));
     ctx.effect(() => {
       this.process.start();
       return () => {

@@ -10,6 +10,8 @@ export class Mirror {
   #scheduled = false;
   #elide = new Set();
   #except = [];
+  /** attemptId -> {turn, step} of live 0.2 assistant streams */
+  #attempts = new Map();
 
   constructor(bridge) {
     this.bridge = bridge;
@@ -62,6 +64,26 @@ export class Mirror {
     if (!batch) this.#queue.set(session.id, (batch = { reset: false, start: event.seq, events: [] }));
     batch.events.push(event);
     this.#schedule();
+  }
+
+  /**
+   * 0.2.x publishes live model output as `agent/assistant-stream` frames (never persisted).
+   * A chunk frame an exception rule matches goes to the engine as `agent.stream`, read as
+   * the `assistant/chunk` data {turn, step, chunk} rc8 would have persisted.
+   */
+  onStreamFrame(agent, frame) {
+    const sessionId = agent?.session?.id;
+    if (this.tracked.get(sessionId)?.agent !== agent || !this.bridge.ready) return;
+    if (frame.type === 'start') this.#attempts.set(frame.attemptId, { turn: frame.turn, step: frame.step });
+    else if (frame.type === 'end') this.#attempts.delete(frame.attemptId);
+    else if (frame.type === 'chunk') {
+      const at = this.#attempts.get(frame.attemptId);
+      const data = at && { turn: at.turn, step: at.step, chunk: frame.chunk };
+      if (data && this.#except.some((rule) => rule.type === 'assistant/chunk' && valueAt(data, rule.path) === rule.equals)) {
+        this.flush(); // after the events before it, in order
+        this.bridge.notify('agent.stream', { sessionId, ...data });
+      }
+    }
   }
 
   #schedule() {

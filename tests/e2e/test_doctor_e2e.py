@@ -1,4 +1,4 @@
-"""`turn-memory doctor` on the real DSH 0.1.0-rc.8 home the installer set up, then broken."""
+"""`turn-memory doctor` on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2) home the installer set up, then broken."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ def test_doctor_on_an_installed_profile_then_after_uninstall(home):
     code, found = doctor(home, "--profile", "tm")
     assert code == 0, found
     assert found["node"]["status"] == "ok" and "v22." in found["node"]["detail"]
-    assert found["dsh"]["status"] == "ok" and "0.1.0-rc.8" in found["dsh"]["detail"] and "rc8 dialect" in found["dsh"]["detail"]
+    dsh = found["dsh"]
+    assert dsh["status"] == "ok" and home.runtime.version in dsh["detail"] and f"{home.dialect.name} dialect" in dsh["detail"], dsh
     assert found["profile tm: live engine"]["status"] == "ok"
     assert found["profile tm: engine command"]["status"] == "ok"
     assert found["bridge round trip"]["status"] == "ok", found["bridge round trip"]

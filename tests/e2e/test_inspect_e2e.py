@@ -1,4 +1,4 @@
-"""Issue 6 acceptance: `turn-memory inspect` on logs the real DSH 0.1.0-rc.8 wrote, plain and
+"""Issue 6 acceptance: `turn-memory inspect` on logs the real DSH hosts wrote, plain and
 zstd, agrees with the log's own events (turns, markers, checkpoint ranges, surface)."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake):
                     {"sleepMs": 1500}])  # time for turn 2's pending marker
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     path = session_log_for(home.root / "sessions", run.session_id)
-    assert path.name == "session.jsonl.zstd"
+    assert path.name == {"rc8": "session.jsonl.zstd", "v021": "session.v4.jsonl.zstd"}[home.host]
     report = assert_agrees(home, path)
     first = report["turns"][0]
     assert first["state"] == "compressed" and first["after"]["nodes"] == 2 < first["before"]["nodes"]
@@ -89,7 +89,7 @@ def test_inspect_agrees_with_a_plain_log_with_a_checkpoint(home, fake):
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert run.commands()[0]["result"]["kind"] == "success", run.commands()
     path = session_log_for(home.root / "sessions", run.session_id)
-    assert path.name == "session.jsonl"
+    assert path.name == {"rc8": "session.jsonl", "v021": "session.v4.jsonl"}[home.host]
     report = assert_agrees(home, path)
     (checkpoint,) = report["checkpoints"]
     # /compact keeps the last complete turn verbatim (compaction.retainTurns = 1)

@@ -46,7 +46,7 @@ def test_three_turns_then_compact_then_resume(home, fake):
     shadowed = summary["data"]["shadowedSeqs"]
     first = before.nodes.index(shadowed[0])
     assert before.nodes[first:first + len(shadowed)] == shadowed
-    assert checkpoint["surfaceOp"] == {"op": "replace", "start": shadowed[0], "end": shadowed[-1]}
+    assert checkpoint["surfaceOp"] == home.dialect.replace_op(shadowed[0], shadowed[-1])
     assert set(shadowed) <= set(checkpoint["sourceEventSeqs"])
     assert "SUMMARY-CHECKPOINT" in text_of(checkpoint["data"])
     # the whole log reloads and the surface now starts with the checkpoint

@@ -1,4 +1,4 @@
-"""Issue 4 acceptance on the real DSH 0.1.0-rc.8: automatic compaction at pressure, overflow
+"""Issue 4 acceptance on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): automatic compaction at pressure, overflow
 recovery with one replay, and `/compact` with segmented workers, including failure paths."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 5 acceptance on the real DSH 0.1.0-rc.8: after turn-memory compressed a turn, the agent
+"""Issue 5 acceptance on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): after turn-memory compressed a turn, the agent
 reads the original back with read_session_history — reasoning included — searches its raw turns,
 and cannot reach another session's turns."""
 

@@ -1,4 +1,4 @@
-"""Issue 3 acceptance on the real DSH 0.1.0-rc.8: every completed turn is rewritten by a forked
+"""Issue 3 acceptance on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): every completed turn is rewritten by a forked
 worker and landed; the scripted model plays both the agent and the worker."""
 
 from __future__ import annotations

@@ -206,6 +206,16 @@ class SessionEventsParams(_Model):
     meta: SessionMeta | None = None
 
 
+class AgentStreamParams(_Model):
+    """0.2.x live stream: one chunk frame of an agent's model output that an `elideExcept`
+    rule matched (for hints: a reasoning block-end). 0.2 persists no chunk events."""
+
+    sessionId: str
+    turn: int
+    step: int
+    chunk: dict[str, Any]
+
+
 class SessionClosedParams(_Model):
     sessionId: str
 
@@ -379,6 +389,7 @@ ShimMessage = Annotated[
         _call("compact.overflow", OverflowParams),
         _notify("session.events", SessionEventsParams),
         _notify("session.closed", SessionClosedParams),
+        _notify("agent.stream", AgentStreamParams),
         Annotated[Reply, Tag("reply")],
         Annotated[Stream, Tag("stream")],
         Annotated[Cancel, Tag("cancel")],

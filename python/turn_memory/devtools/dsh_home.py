@@ -28,7 +28,10 @@ def _text(data: bytes | str | None) -> str:
 
 
 DRIVER_DIR = Path(__file__).resolve().parent / "driver"
+SDK_DRIVER = Path(__file__).resolve().parent / "sdk_driver.py"
 PROFILE = "tm"
+#: the mode bundle on top of dsh-base: the `sdk` profile is what the official Python SDK boots
+MODE_BUNDLES = {"sdk": "@deepseek-ai/dsh-sdk-app"}
 
 
 @dataclass
@@ -92,8 +95,7 @@ class DshHome:
     @property
     def generic_route(self) -> bool:
         """Route the default model through pi-ai's openai-completions adapter at the fake."""
-        # TEMP(v021): until the fake serves /v1/messages, 0.2.1's default route cannot reach it
-        return bool(self.model_url) and bool(self.context_window or self.image_input or self.runtime.host == "v021")
+        return bool(self.model_url) and bool(self.context_window or self.image_input)
 
     def env(self) -> dict[str, str]:
         model = {"DEEPSEEK_BASE_URL": self.model_url, "DEEPSEEK_API_KEY": "sk-turn-memory-fake"} if self.model_url else {}
@@ -109,7 +111,7 @@ class DshHome:
         (p / "pnpm-workspace.yaml").write_text("packages:\n  - .\n\nnodeLinker: hoisted\nautoInstallPeers: false\n")
         (p / "package.json").write_text(json.dumps({
             "name": f"dsh-profile-{self.profile}", "private": True, "dependencies": {},
-            "dsh": {"profile": {"bundles": ["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]}},
+            "dsh": {"profile": {"bundles": ["@deepseek-ai/dsh-base", MODE_BUNDLES.get(self.profile, "@deepseek-ai/dsh-headless")]}},
         }, indent=2) + "\n")
         # a plugin copied into the profile resolves its @deepseek-ai peers through the home
         shutil.copytree(DRIVER_DIR, p / "node_modules" / "turn-memory-driver", dirs_exist_ok=True)
@@ -126,6 +128,21 @@ class DshHome:
             [sys.executable, "-m", "turn_memory", "install", "--profile", self.profile, "--dsh-home", str(self.root),
              "--dsh", str(self.runtime.dsh), *extra],
             env=self.env(), text=True, capture_output=True, timeout=300, check=True)
+
+    def run_sdk(self, runs: list[dict[str, Any]], *, timeout: float = 120) -> dict[str, Any]:
+        """Drive sessions through the official Python SDK (0.2.1 runtime venv): each run is one
+        SDK runtime, i.e. one DSH process ({tasks, resume?, linger_s?}); see sdk_driver.py."""
+        if self.runtime.python is None:
+            raise RuntimeError(f"DSH {self.runtime.version} has no Python SDK")
+        config = self.root / f"sdk-{time.time_ns()}.json"
+        config.write_text(json.dumps({"dsh_home": str(self.root), "dsh_bin": str(self.runtime.dsh),
+                                      "profile": self.profile, "base_url": self.model_url,
+                                      "cwd": str(self.workspace), "runs": runs}))
+        proc = subprocess.run([str(self.runtime.python), str(SDK_DRIVER), str(config)], env=self.env(), text=True,
+                              capture_output=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"SDK driver failed ({proc.returncode}): {proc.stderr[-3000:]}")
+        return json.loads(proc.stdout)
 
     def row_config(self) -> dict[str, Any]:
         """The installed turn-memory row's config, as DSH composes it."""

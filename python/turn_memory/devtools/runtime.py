@@ -60,6 +60,7 @@ V021_REQUIREMENTS = """\
 deepseek-harness-runtime-bin==0.2.1rc2 --hash=sha256:0a0a4eb85a22cd9339972e6a5ced77a27ec791353a5b220e3e10b8cdbbdeca39
 deepseek-harness-sdk==0.2.1rc2 --hash=sha256:30fc72c67f20ff4b46c6952087ea596fc70c2692001aa372185a24f9866bdc46
 """
+V021_SDK_DEPS = ("pydantic>=2,<3",)
 PNPM11_VERSION = "11.7.0"
 HOSTS = ("rc8", "v021")
 
@@ -231,9 +232,9 @@ def _components(node_pkg: tuple[str, str] | None, host: str = "rc8") -> list[_Co
             ),
             _Component(
                 name="dsh-v021", label=f"DSH {V021_VERSION}",
-                detail="deepseek-harness-runtime-bin + deepseek-harness-sdk 0.2.1rc2, ~400 MB",
+                detail="deepseek-harness-runtime-bin + deepseek-harness-sdk 0.2.1rc2, ~550 MB",
                 package_json=None, npm_flags=(), must_exist=lambda lay: lay.v021_modules / ".extracted",
-                custom=_install_v021, custom_spec=V021_REQUIREMENTS + f"extract-v{_EXTRACT_FORMAT}",
+                custom=_install_v021, custom_spec=V021_REQUIREMENTS + " ".join(V021_SDK_DEPS) + f" extract-v{_EXTRACT_FORMAT}",
             ),
         ]
     comps += [
@@ -274,6 +275,9 @@ def _install_v021(target: Path, env: dict[str, str], log: Path) -> None:
     req.write_text(V021_REQUIREMENTS)
     _run_logged([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
                  "--require-hashes", "-r", str(req)], target, env, log)
+    # the SDK's one dependency (the runtime has none); not hash-pinned: it is the client's, not the host's
+    _run_logged([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *V021_SDK_DEPS],
+                target, env, log)
     found = subprocess.run([str(python), "-c", "import deepseek_harness_runtime as r; print(r.bundled_runtime_path())"],
                            capture_output=True, text=True, env=env, timeout=120)
     if found.returncode != 0:

@@ -41,6 +41,10 @@ def check_node(run: Callable[[Sequence[str]], ProcResult | None]) -> Finding:
     return ok("node", f"node {result.stdout.strip()}")
 
 
+#: the DSH versions the e2e suite boots for real
+TESTED_HOSTS = ("0.1.0-rc.8", "0.2.1-rc.2")
+
+
 def check_dsh(dsh: Dsh | None, why_missing: str | None) -> tuple[Finding, str | None]:
     """`dsh --version` and the host dialect turn-memory speaks with it."""
     if dsh is None:
@@ -57,7 +61,8 @@ def check_dsh(dsh: Dsh | None, why_missing: str | None) -> tuple[Finding, str | 
     except ValueError:
         return warn("dsh", f"dsh {version} at {dsh.location.path}: version not recognised; the shim will probe "
                            "the dialect at runtime"), version
-    tested = " (tested end to end)" if version == "0.1.0-rc.8" else ""
+    tested = " (tested end to end)" if version in TESTED_HOSTS else (
+        " (supported by contract: 0.2.0-rc.2 is DSH Desktop's)" if version == "0.2.0-rc.2" else "")
     return ok("dsh", f"dsh {version} at {dsh.location.path} (found via {dsh.location.how}); "
                      f"{dialect} dialect{tested}"), version
 

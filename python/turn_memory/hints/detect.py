@@ -31,17 +31,21 @@ def is_long(block: ReasoningBlock, minimum_chars: int) -> bool:
 
 
 def live_block(event: dict[str, Any]) -> ReasoningBlock | None:
-    """The reasoning block a `block-end` chunk event carries, assembled by the host."""
+    """The reasoning block a `block-end` chunk event carries (rc8 persists live chunks)."""
     if event.get("type") != "assistant/chunk":
         return None
     data = event.get("data")
     if not isinstance(data, dict):
         return None  # elided by the shim: not a reasoning block-end
-    chunk = data.get("chunk") or {}
+    return stream_block(int(data["turn"]), int(data["step"]), data.get("chunk") or {})
+
+
+def stream_block(turn: int, step: int, chunk: dict[str, Any]) -> ReasoningBlock | None:
+    """The reasoning block a stream `block-end` chunk closes (0.2.x: an assistant-stream frame)."""
     block = chunk.get("block") if chunk.get("type") == "block-end" else None
     if not isinstance(block, dict) or block.get("type") != "reasoning" or not isinstance(block.get("text"), str):
         return None
-    return ReasoningBlock(int(data["turn"]), int(data["step"]), block["text"])
+    return ReasoningBlock(turn, step, block["text"])
 
 
 def _message_blocks(data: dict[str, Any]) -> list[ReasoningBlock]:

@@ -74,6 +74,13 @@ class HintService:
                 # an adapter that never sent a block-end: the durable messages have the blocks
                 self.start_missing(session, event["data"]["turn"], port(), hints)
 
+    def on_stream(self, session: MirroredSession, block: ReasoningBlock, port: Callable[[], HostPort],
+                  config: EngineConfig) -> None:
+        """0.2.x: a live reasoning block-end from the agent's assistant stream."""
+        hints = config.thoughtHints
+        if hints.enabled and config.turns.enabled and session.is_user_session and is_long(block, hints.minimumChars):
+            self.start(session, block, port(), hints, "live")
+
     def start_missing(self, session: MirroredSession, turn: int, port: HostPort,
                       config: ThoughtHintsConfig) -> list[ReasoningBlock]:
         """Start hints for the turn's long durable blocks not started yet; returns those blocks."""

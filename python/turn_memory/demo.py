@@ -1,7 +1,7 @@
 """`turn-memory demo`: a real DSH session with turn-memory, start to finish, in a throwaway home.
 
-Installs (once, cached) Node 22 and DSH 0.1.0-rc.8, installs turn-memory into a fresh
-profile with the real installer, runs a few turns and `/compact`, and shows what changed
+Installs (once, cached) a real DSH host — the official 0.2.1-rc.2 runtime by default, or
+0.1.0-rc.8 with `--host rc8` — installs turn-memory into a fresh profile with the real installer, runs a few turns and `/compact`, and shows what changed
 in the context the model sees. The model is an embedded scripted one unless you ask for
 your own provider (`--model user`, which uses DSH's default route and DEEPSEEK_API_KEY).
 """
@@ -19,8 +19,7 @@ from typing import Any
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.devtools.scripted_workers import worker_responder
-from turn_memory.devtools.runtime import ensure_runtime
-from turn_memory.host.dialect import RC8
+from turn_memory.devtools.runtime import HOSTS, ensure_runtime
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
 
@@ -79,14 +78,15 @@ def _surface_tokens(log: SessionLog) -> tuple[int, int]:
 
 def _report(home: DshHome, session_id: str) -> dict[str, Any]:
     _, events = home.session_log(session_id)
-    checkpoint = next((e for e in events if e["type"] == "user/message" and RC8.is_checkpoint_source(e["data"].get("source"))), None)
+    dialect = home.dialect
+    checkpoint = next((e for e in events if e["type"] == "user/message" and dialect.is_checkpoint_source(e["data"].get("source"))), None)
     if checkpoint is None:
         return {"events": len(events)}
     raw = [e for e in events if e.get("surfaceOp") == "append" and e["type"] in ("user/message", "assistant/message", "tool/result")]
-    final = SessionLog(RC8, events)
+    final = SessionLog(dialect, events)
     raw_tokens = sum(estimate_message(m) for e in raw if (m := final.message_of(e["seq"])) is not None)
-    before = SessionLog(RC8, events[: checkpoint["seq"]])
-    after = SessionLog(RC8, events[: checkpoint["seq"] + 2])  # + compaction/end
+    before = SessionLog(dialect, events[: checkpoint["seq"]])
+    after = SessionLog(dialect, events[: checkpoint["seq"] + 2])  # + compaction/end
     return {
         "events": len(events),
         "before": _surface_tokens(before),
@@ -104,8 +104,9 @@ def run_demo(args: argparse.Namespace) -> int:
     if use_user and not os.environ.get("DEEPSEEK_API_KEY"):
         print("turn-memory demo: --model user needs DEEPSEEK_API_KEY (DSH's default deepseek-official route)")
         return 2
-    print("[1/4] DSH runtime (Node 22 + DSH 0.1.0-rc.8; downloaded once, then cached)")
-    runtime = ensure_runtime()
+    runtime = ensure_runtime(host=args.host)
+    print(f"[1/4] DSH {runtime.version} ({'official runtime from PyPI' if runtime.host == 'v021' else 'npm'}; "
+          "downloaded once, then cached)")
     root = Path(args.home) if args.home else Path(tempfile.mkdtemp(prefix="turn-memory-demo-"))
     if root.exists() and any(root.iterdir()) and not args.home:
         shutil.rmtree(root)
@@ -156,6 +157,7 @@ def run_demo(args: argparse.Namespace) -> int:
             for line in read_back.splitlines()[:14]:
                 print("        | " + line[:110])
         print(f"      session log (nothing deleted, {report['events']} events): {home.root / 'sessions'}")
+        print(f"      host: DSH {runtime.version} ({home.dialect.name} dialect)")
         print(f"      engine log: {root / 'turn-memory-engine.log'}; per-turn view: turn-memory inspect --dsh-home {root}")
         if args.json:
             print(json.dumps({"session": run.session_id, **report}))
@@ -170,6 +172,8 @@ def add_demo_commands(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["scripted", "user"], default="scripted",
                    help="scripted: embedded deterministic model (default); user: your DSH default provider")
+    p.add_argument("--host", choices=HOSTS, default="v021",
+                   help="which real DSH to run: v021 = the official 0.2.1-rc.2 runtime (default), rc8 = 0.1.0-rc.8")
     p.add_argument("--home", help="use this directory as the DSH home instead of a temporary one")
     p.add_argument("--timeout", type=float, default=300, help="seconds the DSH session may take")
     p.add_argument("--json", action="store_true", help="also print a machine-readable summary")

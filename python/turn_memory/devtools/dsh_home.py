@@ -99,6 +99,11 @@ class DshHome:
 
     def env(self) -> dict[str, str]:
         model = {"DEEPSEEK_BASE_URL": self.model_url, "DEEPSEEK_API_KEY": "sk-turn-memory-fake"} if self.model_url else {}
+        if self.model_url and self.runtime.host == "v021":
+            # 0.2's bash refuses to run without a sandbox backend (bubblewrap); the scripted
+            # model only runs its own fixed commands in this throwaway workspace. Never set
+            # for a real provider.
+            model["DSH_PERMISSION_MODE"] = "danger-full-access"
         return self.runtime.env(DSH_HOME=str(self.root), **model, **self.extra_env)
 
     def create(self) -> "DshHome":

@@ -32,8 +32,7 @@ SDK_DRIVER = Path(__file__).resolve().parent / "sdk_driver.py"
 PROFILE = "tm"
 #: the mode bundle on top of dsh-base: the `sdk` profile is what the official Python SDK boots
 MODE_BUNDLES = {"sdk": "@deepseek-ai/dsh-sdk-app", "web": "@deepseek-ai/dsh-web-app"}
-#: the rows that run each mode's own app, replaced by the multi-turn driver for a run
-APP_ROWS = {"web": ("web-startup", "webserver", "web-runtime")}
+#: the rows that run the headless app, replaced by the multi-turn driver for a run
 HEADLESS_APP_ROWS = ("headless-startup", "headless-runner")
 
 
@@ -169,7 +168,7 @@ class DshHome:
         if resume:
             driver_config["resumeSessionId"] = resume
         overlay: list[dict[str, Any]] = [
-            *({"id": row, "disabled": True} for row in APP_ROWS.get(self.profile, HEADLESS_APP_ROWS)),
+            *({"id": row, "disabled": True} for row in HEADLESS_APP_ROWS),
             {"insert": [{"id": "turn-memory-driver", "name": "turn-memory-driver", "config": driver_config}]},
         ]
         if self.generic_route:

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from turn_memory import resources
+
 from . import layout as L
 from .compose import apply_entry_patches
 from .pack import PackError, PackResult, pack_shim, tarball_name
@@ -39,9 +41,6 @@ from .profile import (
     tail,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_SHIM_DIR = REPO_ROOT / "shim-js"
-DEFAULT_TEMPLATES_DIR = REPO_ROOT / "profile-patch"
 TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
 
 
@@ -218,7 +217,7 @@ def _tree_by_rewrite(ctx: Context, user_text: str) -> list[dict[str, Any]]:
 
 
 def load_template(opts: Options, kind: str) -> L.Template:
-    directory = opts.templates_dir or DEFAULT_TEMPLATES_DIR
+    directory = opts.templates_dir or resources.profile_patch_dir()
     path = directory / TEMPLATE_FILES[kind]
     text = read_text(path)
     if text is None:
@@ -264,7 +263,8 @@ def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
 def install(opts: Options) -> int:
     try:
         return _install(_resolve(opts))
-    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError) as err:
+    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
+            resources.ResourceError) as err:
         opts.out(f"error: {err}")
         return getattr(err, "code", 1)
 
@@ -273,7 +273,7 @@ def _install(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
     _ensure_profile(ctx)
-    shim_dir = opts.shim_dir or DEFAULT_SHIM_DIR
+    shim_dir = opts.shim_dir or resources.shim_dir()
     row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
     text0 = read_text(paths.patch_file)
     user_text, old_block = split_block(text0 or "")

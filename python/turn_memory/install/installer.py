@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from turn_memory import resources
+from turn_memory.config import config_problems, suggested_sets
 
 from . import layout as L
 from .compose import apply_entry_patches
@@ -272,9 +273,10 @@ def install(opts: Options) -> int:
 def _install(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
+    row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
+    check_row_config(row["config"], paths.name)  # before anything, even creating the profile
     _ensure_profile(ctx)
     shim_dir = opts.shim_dir or resources.shim_dir()
-    row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
     text0 = read_text(paths.patch_file)
     user_text, old_block = split_block(text0 or "")
     user_entries(user_text)  # refuse an unparsable file before anything runs
@@ -346,6 +348,18 @@ def _install(ctx: Context) -> int:
     ctx.say(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine "
             f"({', '.join(plan.layout.locations)}); start a new DSH session to use it")
     return 0
+
+
+def check_row_config(config: Mapping[str, Any], profile: str) -> None:
+    """Refuse a row config the engine would refuse at handshake, before anything is written."""
+    problems = config_problems(config)
+    if not problems:
+        return
+    sets = suggested_sets(problems)
+    fix = (f"turn-memory install --profile {profile} {sets}" if sets else
+           "`turn-memory config` lists every key with its default; correct the --set/--config-json value")
+    raise InstallError(f"invalid turn-memory config: {'; '.join(p.message for p in problems)}; nothing was changed\n"
+                       f"  fix: {fix}")
 
 
 def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:

@@ -182,8 +182,12 @@ export default class TurnMemoryEngine extends CompactionEngine {
         // keep the agent running without it. The config is read when DSH constructs this
         // plugin, so only a new construction (a changed row, a DSH restart) starts it again.
         this._refused = `${error.message}${error.fix ? `; fix: ${error.fix}` : ''}`;
-        this.ctx.logger.warn(`turn-memory is off: the engine refused the handshake (${error.code}): ${this._refused}. `
-          + 'It is not restarted until this config changes; the agent runs without turn-memory.');
+        const line = `turn-memory is off: the engine refused the handshake (${error.code}): ${this._refused}. `
+          + 'It is not restarted until this config changes; the agent runs without turn-memory.';
+        this.ctx.logger.warn(line);
+        // DSH keeps plugin logs in memory only (no exporter in headless mode); a setting that
+        // silently switches turn-memory off must reach the user, once, as DSH's own warnings do
+        process.stderr.write(`${line}\n`);
         this.bridge.close('refused');
         this.process.stop();
         for (const wake of this._waiters.splice(0)) wake();

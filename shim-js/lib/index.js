@@ -190,6 +190,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
         process.stderr.write(`${line}\n`);
         this.bridge.close('refused');
         this.process.stop();
+        // tools only the engine can answer are withdrawn (and not pre-registered on the next start)
+        this.publicTools.configure({}, [...this.mirror.tracked.values()].map((e) => e.agent));
         for (const wake of this._waiters.splice(0)) wake();
         return;
       }

@@ -27,6 +27,11 @@ def test_a_config_typo_is_named_once_fails_open_and_doctor_and_install_name_the_
     assert text.count("enabled: false") == 1, text
     patch.write_text(text.replace("enabled: false", "enabeld: false"))
 
+    # what an earlier, healthy DSH run leaves: the engine's tool declarations, registered at start
+    declared = home.root / "turn-memory" / "declared.json"
+    declared.write_text(json.dumps({"publicTools": [{"name": "read_session_history", "description": "d",
+                                                     "parameters": {"type": "object", "properties": {}}}],
+                                    "contextSections": []}))
     for i in range(3):
         fake.push("turn", f"Answer {i}.")
     run = home.run([*turn_tasks(2), {"sleepMs": 3000}, "Third question, later.", "/compact"], timeout=90)
@@ -40,6 +45,10 @@ def test_a_config_typo_is_named_once_fails_open_and_doctor_and_install_name_the_
     log = engine_log.read_text()
     assert 1 <= log.count("engine listening on") <= 2, log
     assert "refused the handshake" in log and "turns.enabeld" not in log  # named once: by the shim
+    # tools only the engine could answer are withdrawn once it refused, here and on the next start
+    last = fake.requests_of("turn")[-1]
+    assert "read_session_history" not in last.tool_names and "bash" in last.tool_names, last.tool_names
+    assert json.loads(declared.read_text())["publicTools"] == []
     (compact,) = run.commands()
     assert compact["result"]["kind"] == "error", compact  # /compact fails cleanly: no engine, nothing appended
 

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from turn_memory import __version__
 from turn_memory.bridge.protocol import (
@@ -33,7 +33,7 @@ from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.manual import compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
-from turn_memory.config import EngineConfig
+from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
@@ -90,9 +90,14 @@ class Engine:
             raise RemoteError(ErrorInfo(code="dialect", message=(
                 f"host checkpoint source {params.checkpointSource} does not match the {dialect.name} dialect")))
         try:
-            config = EngineConfig.model_validate(params.config)
-        except ValidationError as exc:
-            raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}")) from exc
+            config = check_config(params.config)
+        except ConfigError as exc:
+            # the key is named once, by the shim's line in DSH's log (this log goes there too)
+            log.warning("refused the handshake: the turn-memory row's config is invalid "
+                        "(see the shim's line; `turn-memory doctor` shows it)")
+            first = exc.problems[0]
+            raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}",
+                                        key=first.key, nearest=first.nearest, fix=exc.fix())) from exc
         self._peers[peer.identity] = (dialect, config)
         warm_up(config.thoughtHints)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)

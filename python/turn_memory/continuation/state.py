@@ -16,9 +16,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from turn_memory.host.dialect import is_runtime_context
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import LANDING_STEP
-from turn_memory.turns.markers import CONTINUATION, PLUGIN, SNAPSHOT_PLUGIN, marker_of
+from turn_memory.turns.markers import CONTINUATION, is_own_source, marker_of
 
 TOOL = "continue_after_turn_compression"
 #: the named runtime-context section that shows the reminder
@@ -38,7 +39,7 @@ def _source(event: Event) -> dict[str, Any]:
 
 
 def is_snapshot(event: Event) -> bool:
-    return event["type"] == "user/message" and _source(event).get("plugin") == SNAPSHOT_PLUGIN
+    return event["type"] == "user/message" and is_runtime_context(_source(event))
 
 
 def turn_start_index(events: Sequence[Event], turn: int) -> int | None:
@@ -122,11 +123,14 @@ def handoff_of(arguments: Any) -> str:
 
 
 def _is_error(event: Event) -> bool:
+    """Both hosts: rc8 flags the tool-result block, 0.2.x the first-class message."""
     data = event.get("data") or {}
     if data.get("error") is not None:
         return True
-    content = (data.get("message") or {}).get("content") or []
-    return any(isinstance(b, dict) and b.get("isError") for b in content)
+    message = data.get("message") or {}
+    if message.get("isError") is True:
+        return True
+    return any(isinstance(b, dict) and b.get("isError") for b in message.get("content") or [])
 
 
 def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
@@ -158,7 +162,7 @@ def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
 
 
 def _names_request(source: Any) -> str | None:
-    if isinstance(source, dict) and source.get("kind") == "plugin" and source.get("plugin") == PLUGIN:
+    if is_own_source(source):
         value = source.get(SOURCE_KEY)
         return value if isinstance(value, str) else None
     return None

@@ -445,13 +445,14 @@ class SessionLog:
         return index
 
     # -- validating a plan -----------------------------------------------------------------
-    def check_plan(self, events: Sequence[Event]) -> None:
+    def check_plan(self, events: Sequence[Event], *, model: bool = True) -> None:
         """Validate a batch as if appended now, in order, and as if the log were then reloaded.
 
         Seqs must already be assigned, consecutive from `len(self)`; `time` may be omitted
-        (the host stamps it). Also refused: a batch that leaves the model a tool call without
-        its result or a result without its call where there was none before. Raises
-        SurfaceError naming the first offending event and rule. The log is never modified.
+        (the host stamps it). With `model` (the default; off only to emulate the host, which
+        does not check it), also refused: a batch that leaves the model a tool call without its
+        result or a result without its call where there was none before. Raises SurfaceError
+        naming the first offending event and rule. The log is never modified.
         """
         base = len(self.events)
         scratch = _Scratch(self._surface)
@@ -495,7 +496,8 @@ class SessionLog:
                                     _life_transition(transition, length_before))
                 if found is not None:
                     raise fail(found)
-        self._check_pairing(scratch, event_at, len(events))
+        if model:
+            self._check_pairing(scratch, event_at, len(events))
 
     def _append_time_violations(self, event: Event) -> list[Violation]:
         found = [legacy_header_violation(event)]

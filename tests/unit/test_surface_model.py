@@ -985,3 +985,65 @@ def test_v02_system_and_developer_messages_join_the_surface(etype: str, role: st
     rejects(log, bad, "v4-system-message" if etype == "system/message" else "developer-role")
     accepts(log, p.events)
     assert log.nodes[-1] == p.events[0]["seq"] and log.message_of(p.events[0]["seq"]) is msg
+
+
+# -- the model's view: tool calls and results stay paired -----------------------------------------
+
+
+@BOTH
+def test_rejects_plan_leaving_a_tool_call_without_its_result(dialect: Dialect) -> None:
+    log, m = world(dialect)
+    open_turn(log)
+    rejects(log, user_replace(log, m[0]["tool_result"], m[0]["tool_result"]), "model-unanswered-call")
+    log.check_plan(user_replace(log, m[0]["tool_result"], m[0]["tool_result"]), model=False)  # the host alone takes it
+
+
+def test_rc8_rejects_plan_appending_a_result_without_its_call() -> None:
+    log, _ = world(RC8)
+    p = plan_for(log)
+    p.tool_result("nobody-called-me")
+    rejects(log, p.events, "model-orphan-result")
+
+
+def test_v02_rejects_appended_result_without_an_advertised_call() -> None:
+    log, _ = world(V02)
+    open_turn(log, step=True)
+    p = plan_for(log)
+    p.tool_result("nobody-called-me")
+    rejects(log, p.events, "lifecycle-tool-orphan")  # the reload rule fires first
+
+
+@BOTH
+def test_pairing_does_not_blame_a_plan_for_a_call_still_running(dialect: Dialect) -> None:
+    log, _ = world(dialect)
+    open_turn(log, step=True)
+    b = plan_for(log)
+    b.assistant("calling", tool_calls=("running",))
+    for event in b.events:
+        assert log.append(event) == []
+    p = plan_for(log)
+    p.user("a note")  # the call is the host's business, not this plan's
+    accepts(log, p.events)
+
+
+def test_v02_plan_may_not_open_a_step_out_of_order() -> None:
+    log, _ = world(V02)
+    open_turn(log)
+    p = plan_for(log)
+    p.add("step/start", {"turn": 3, "step": 0})  # the old landing step
+    rejects(log, p.events, "lifecycle-step-number")
+
+
+def test_v02_markers_use_the_producer_owned_kind() -> None:
+    from turn_memory.turns.markers import is_own_source, marker_of, marker_source
+
+    source = marker_source(V02, "pending", 2)
+    assert source == {"kind": "plugin:turn-memory", "phase": "pending", "turn": 2}
+    assert marker_source(RC8, "pending", 2) == {"kind": "plugin", "plugin": "turn-memory", "phase": "pending", "turn": 2}
+    # a released v3 marker lifted by format v4 reads exactly like a native one
+    lifted = {"type": "user/message", "data": {"source": {"kind": "plugin:turn-memory", "phase": "compression", "turn": 4}}}
+    assert marker_of(lifted) == ("compression", 4) and is_own_source(source)
+    log, _ = world(V02)
+    p = plan_for(log)
+    p.add("user/message", user_message("x", source={"kind": "plugin", "plugin": "turn-memory"}), op="append")
+    rejects(log, p.events, "retired-source")

@@ -6,7 +6,8 @@
   durable runtime-context snapshots, which keep each named section's text.
 - A continuation request is a successful `continue_after_turn_compression` tool/call +
   tool/result pair (its id is the call id) or, in Code Mode, a successful
-  `tool/code-dispatch` of the tool (its id is the sub-call id); a follow-up is delivered once
+  `tool/code-dispatch` (0.2.x `tool/ptc-dispatch`) of the tool (its id is the sub-call id); a
+  follow-up is delivered once
   the log holds an inbox insertion or a user/message whose source names that request.
 """
 
@@ -142,8 +143,9 @@ def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
         kind = event["type"]
         if kind == "turn/start":
             turn = event["data"]["turn"]
-        elif kind == "tool/code-dispatch":
-            # a Code Mode sub-call records no turn of its own: it settles inside the open one
+        elif kind in ("tool/code-dispatch", "tool/ptc-dispatch"):
+            # a Code Mode sub-call (0.2.x: a PTC dispatch, same fields) records no turn of its
+            # own: it settles inside the open one
             data = event.get("data") or {}
             handoff = handoff_of(data.get("arguments"))
             if data.get("name") == TOOL and data.get("isError") is False and handoff and turn is not None:

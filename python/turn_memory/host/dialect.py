@@ -132,7 +132,7 @@ class Dialect:
 
         rc8: yes (nothing numbers steps on reload). v02: no. Reload requires each turn's steps
         to be numbered 1, 2, … (Relationships step/start), while the agent loop numbers its
-        own steps in memory (dsh-agent-loop/lib/index.js:966 `step = phase.step + 1`): any
+        own steps in memory (dsh-agent-loop/lib/index.js:955 `step = phase.step + 1`): any
         step a plugin opens breaks the loop's next step/start on reload. On v02 assistant
         and tool-result nodes can only be appended inside a step the loop opened.
         """

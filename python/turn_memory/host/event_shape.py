@@ -156,7 +156,7 @@ def request_header_violation(dialect: Dialect, event: dict[str, Any]) -> Violati
         if not ok:
             return Violation("request-header", "request/header has invalid adapterDefaults")
     if dialect.request_header_reason_checked:
-        # v02 assertCurrentLlmShape (dsh-session/lib/index.js:1162-1164)
+        # v02 assertCurrentLlmShape (dsh-session/lib/index.js:1156-1157)
         if data.get("reason") not in ("initial", "resume", "change", "series"):
             return Violation("request-header", "request/header has an invalid reason")
         if "startsSeries" in data and data["startsSeries"] is not True:
@@ -165,7 +165,7 @@ def request_header_violation(dialect: Dialect, event: dict[str, Any]) -> Violati
 
 
 def event_data_violation(event: dict[str, Any]) -> Violation | None:
-    """v02 validateSessionEventData (dsh-session/lib/index.js:236-275): run by session.append
+    """v02 validateSessionEventData (dsh-session/lib/index.js:242-278): run by session.append
     itself and again on load. Developer roles, tool-change blocks, canonical request headers,
     and tool-failure metadata."""
     etype, data = event.get("type"), event.get("data")
@@ -213,7 +213,7 @@ _MESSAGE_TYPES = frozenset({"system/message", "developer/message", "user/message
 
 def message_violation(dialect: Dialect, event: dict[str, Any]) -> Violation | None:
     """Message shape of a message-producing event, as checked on reload
-    (v02: assertMessageEventShape, dsh-session/lib/index.js:1195-1219)."""
+    (v02: assertMessageEventShape, dsh-session/lib/index.js:1194-1219)."""
     etype = event.get("type")
     role = dialect.message_role(etype) if isinstance(etype, str) else None
     if role is None:
@@ -252,7 +252,7 @@ def _assistant_violation(dialect: Dialect, data: dict[str, Any], source: dict[st
 
 
 def settlement_violation(dialect: Dialect, etype: str, data: Any) -> Violation | None:
-    """v02 assertAssistantSettlementShape (dsh-session/lib/index.js:1172): assistant/message
+    """v02 assertAssistantSettlementShape (dsh-session/lib/index.js:1169): assistant/message
     and assistant/attempt carry non-negative turn/step and a `stream` array ([] is valid)."""
     data = data if isinstance(data, dict) else {}
     if dialect.assistant_turn_step_checked and not (is_seq(data.get("turn")) and is_seq(data.get("step"))):

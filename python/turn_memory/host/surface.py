@@ -251,7 +251,7 @@ def _check_sources(dialect: Dialect, event: Event, shadowed: list[int]) -> None:
 
 def _check_tool_rewrite(dialect: Dialect, event: Event, shadowed: list[int], event_at: Callable[[int], Event]) -> None:
     """A tool/result replacement rewrites one current tool/result, touching only its result
-    content (v02: dsh-session/lib/index.js:387 assertToolResultRewrite)."""
+    content (v02: dsh-session/lib/index.js:394 assertToolResultRewrite)."""
     if len(shadowed) != 1:
         raise _Rejected("tool-rewrite-span", "tool/result replacement must rewrite exactly one current node")
     original = event_at(shadowed[0])

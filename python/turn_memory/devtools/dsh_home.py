@@ -48,6 +48,10 @@ class RunResult:
     def commands(self) -> list[dict[str, Any]]:
         return [r for r in self.records if "command" in r]
 
+    def pre_steps(self) -> list[dict[str, Any]]:
+        """Every pre-step of the driven agent: {turn, step, ms} (ms: how long its hooks held it)."""
+        return [r["preStep"] for r in self.records if "preStep" in r]
+
 
 @dataclass
 class DshHome:

@@ -5,6 +5,8 @@
 // {send: text} starts a turn without waiting for it, so a following command runs mid-turn.
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
+// Every pre-step of the driven agent also reports {preStep: {turn, step, ms}}: how long the
+// step was held by the pre-step hooks (turn-memory's landing and compaction waits live there).
 import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, readFileSync } from 'node:fs';
@@ -36,8 +38,23 @@ function outcome(events, fromSeq) {
   return { text, reason };
 }
 
+/** Outermost pre-step hook (prepended): times the whole chain for the driven agent only. */
+function timePreSteps(ctx, config, driven) {
+  ctx.on('agent/pre-step', async (payload, next) => {
+    if (payload.agent !== driven.agent) return next();
+    const started = performance.now();
+    try {
+      return await next();
+    } finally {
+      report(config, { preStep: { turn: payload.turn, step: payload.step, ms: Math.round(performance.now() - started) } });
+    }
+  }, true);
+}
+
 async function run(ctx, config) {
   await ctx.get('loader')?.await();
+  const driven = { agent: undefined };
+  timePreSteps(ctx, config, driven);
   const selection = ctx.agentDefaultModel.currentSelection();
   const setup = (agentCtx) => {
     installModelSelection(agentCtx, { current: selection, assembled: undefined });
@@ -46,6 +63,7 @@ async function run(ctx, config) {
   const { agent } = config.resumeSessionId
     ? await ctx.agents.resume({ resumeSessionId: SessionId(config.resumeSessionId), agentOptions, setup })
     : await ctx.agents.create({ sessionId: SessionId(`session-${randomUUID()}`), meta: { cwd: process.cwd() }, agentOptions, setup });
+  driven.agent = agent;
   report(config, { session: agent.session.id, resumed: Boolean(config.resumeSessionId), events: agent.session.seq });
   await agent.whenIdle();
   let ok = true;

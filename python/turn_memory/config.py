@@ -34,6 +34,10 @@ class CompactionConfig(BaseModel):
     maxWorkers: int = Field(8, ge=1)
     maxWorkerRequests: int = Field(32, ge=1)
     workerTimeoutS: float = Field(900.0, gt=0)
+    #: how long a compaction that is about to run (at pressure, on overflow, `/compact`,
+    #: compactRegion) waits for the turn compression in flight before it selects its range
+    #: (D-005); it then goes on, and that turn's landing is refused if the checkpoint took it
+    rewriteWaitS: float = Field(30.0, ge=0)
     #: pressure passes per pre-step before giving up on reaching the threshold
     maxPasses: int = Field(3, ge=1)
     #: characters of earlier working memory handed to the next segment's worker
@@ -55,7 +59,12 @@ class TurnConfig(BaseModel):
     maxWorkers: int = Field(8, ge=1)
     #: model requests one worker may make before it is stopped (counts as no progress)
     maxWorkerRequests: int = Field(24, ge=1)
-    #: how long the next turn's first request waits for this turn's landing, then proceeds raw
+    #: off (default): a finished compression lands at the first pre-step after it is ready,
+    #: and no request waits for it. On: each turn's first request waits (landingWaitS) for
+    #: the previous turn's compression, so that it already carries that turn compressed
+    landingBarrier: bool = False
+    #: with landingBarrier: how long a turn's first request waits for the previous turn's
+    #: compression, then proceeds raw (the compression lands at a later pre-step)
     landingWaitS: float = Field(30.0, ge=0)
     #: characters one read_turn_nodes call returns before paging
     readLimitChars: int = Field(24000, ge=1000)

@@ -81,6 +81,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _waiters = [];
   _skipSubagents = true;
   _preStepTimeoutMs = 2000;
+  // the last handshake's word: does a pre-step wait for a booting engine? (landing barrier on)
+  _bootWait = false;
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -125,8 +127,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
     });
     ctx.on('agent/pre-step', async (payload, next) => {
       const { agent, turn, step, signal } = payload;
-      // an engine still booting may hold the previous turn's landing: worth a bounded wait
-      if (turn > 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
+      // an engine still booting may hold the previous turn's landing: worth a bounded wait only
+      // when the engine makes each turn's first request wait for it (else it lands later)
+      if (this._bootWait && turn > 1 && step === 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
       const tracked = this.mirror.entry(agent.session.id)?.agent === agent;
       if (tracked) this.publicTools.setContexts(agent, {});
       if (this.bridge.ready && tracked && !signal.aborted) {
@@ -176,6 +179,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this.mirror.elideExcept = result?.elideExcept ?? [];
       this._skipSubagents = result?.skipSubagents ?? true;
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
+      this._bootWait = result?.bootWait ?? false;
       this._timeouts = 0;
       this.publicTools.configure(result ?? {}, [...this.mirror.tracked.values()].map((e) => e.agent));
       this.ctx.logger.info(`turn-memory engine ready (${this.hello.dialect} dialect, DSH ${this.hello.dshVersion})`);

@@ -118,3 +118,50 @@ def test_engine_killed_during_a_worker_no_step_stalls_and_every_turn_lands_once(
     last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
     assert carries_compressed(last, range(1, 6)), [text_of(m)[:80] for m in last.messages]
     reload(events)
+
+
+WORKER_MS = 1500  # every worker's one request answers after this long (a slow model)
+
+
+def test_turns_queued_behind_a_slow_worker_clear_at_worker_speed_without_holding_a_step(home, fake):
+    def respond(request):
+        if request.kind != "turn" or not is_worker(request):
+            return None
+        return {**fold(request), "delay_ms": WORKER_MS}
+
+    fake.responder = respond
+    tasks = [tool_turn(fake, k) for k in range(1, 4)]
+    fake.add_rule({"last_user_contains": "Meanwhile:", "tools_exclude": "replace_turn_nodes"}, reply="Sure. MEANWHILE")
+    fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
+    # three tool turns end faster than one worker; one more turn runs while they compress;
+    # then the user pauses for about three worker times plus slack before the last turn
+    run = home.run([*tasks, "Meanwhile: anything else?", {"sleepMs": 3 * WORKER_MS + 4000}, "Last task: sum up."],
+                   timeout=120)
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 5
+
+    # no compaction is due: no agent step waited for the queue
+    worst, p95, count = step_waits(run)
+    print(f"\nstep waits (three turns behind a {WORKER_MS} ms worker): max {worst} ms, p95 {p95} ms, {count} pre-steps")
+    assert worst <= STEP_WAIT_MS, run.pre_steps()
+
+    # the queue cleared at worker speed: each worker started as soon as the one before it
+    # had finished (no landing, which needs a pre-step, in between)
+    starts = {}
+    for r in fake.requests:
+        if r.kind == "turn" and is_worker(r):
+            starts.setdefault(worker_turn(r), r.time)
+    worker_s = WORKER_MS / 1000
+    gaps = [starts[k + 1] - starts[k] for k in (1, 2)]
+    print(f"worker starts {[round(g, 2) for g in gaps]} s apart")
+    assert all(worker_s <= g < worker_s + 1.5 for g in gaps), gaps
+    # ... so the backlog (turn 3's worker done) cleared within about three worker times
+    assert starts[3] + worker_s - starts[1] < 3 * worker_s + 2.0, gaps
+
+    # the last turn's first request carries all three compressed, landed oldest first
+    _, events = home.session_log(run.session_id)
+    landed = [compression_marks(events, k) for k in (1, 2, 3)]
+    assert all(len(m) == 1 for m in landed) and landed == sorted(landed), landed
+    last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
+    assert carries_compressed(last, (1, 2, 3)), [text_of(m)[:80] for m in last.messages]
+    reload(events)

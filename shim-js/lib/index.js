@@ -81,13 +81,15 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _waiters = [];
   _skipSubagents = true;
   _preStepTimeoutMs = 2000;
-  // the last handshake's word: does a pre-step wait for a booting engine? (landing barrier on)
+  // does a pre-step wait for a booting engine? Only with the landing barrier: the last
+  // handshake's word, and before the first one the row's own setting (the engine default is off)
   _bootWait = false;
 
   constructor(ctx, config = {}) {
     super(ctx);
     const { engine, ...policy } = Config['~standard'].validate(config).value ?? { engine: DEFAULTS };
     this.settings = engine;
+    this._bootWait = policy.turns?.landingBarrier === true && policy.turns?.enabled !== false;
     const probe = compactCheckpointSource('probe');
     this.hello = {
       dshVersion: hostVersion(),

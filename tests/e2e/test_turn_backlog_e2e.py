@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from helpers import reload, text_of
+from helpers import engine_connected, reload, text_of
 from turn_memory.turns.markers import marker_of
 
 pytestmark = pytest.mark.e2e
@@ -92,10 +92,11 @@ def test_engine_killed_during_a_worker_no_step_stalls_and_every_turn_lands_once(
     tasks = [tool_turn(fake, k) for k in range(1, 6)]
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
     engine_log = tmp_path / "engine.log"
-    # turns 2 and 3 run while the engine is down (the shim restarts it after 1.5 s); the
-    # pause lets the new engine boot and find its backlog (turns 1-3); turns 4 and 5 run
-    # while it clears; the last pause is the user reading before the session's last turn
-    run = home.run([*tasks[:3], {"sleepMs": 4000}, *tasks[3:], {"sleepMs": 3000}, "Last task: sum up."],
+    # the engine is up before turn 1; turns 2 and 3 run while it is down (the shim restarts
+    # it after 1.5 s); the pause lets the new engine boot and find its backlog (turns 1-3);
+    # turns 4 and 5 run while it clears; the last pause is the user reading before the last turn
+    run = home.run([engine_connected(engine_log), *tasks[:3], {"sleepMs": 4000}, *tasks[3:], {"sleepMs": 3000},
+                    "Last task: sum up."],
                    timeout=240, engine_overrides={"engine": {"restartDelayMs": 1500, "logFile": str(engine_log)}})
     assert run.returncode == 0, (run.records, run.stderr[-3000:])
     assert killed.is_set()

@@ -3,13 +3,14 @@
 // Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle} | {image, text})[], resumeSessionId?, reportFile }.
 // {image: path, text} is a turn whose user message carries that PNG, saved through DSH's attachment service.
 // {send: text} starts a turn without waiting for it, so a following command runs mid-turn.
+// {waitFile: path, contains, timeoutMs} polls until the file holds that text (e.g. an engine log line).
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
 // Every pre-step of the driven agent also reports {preStep: {turn, step, ms}}: how long the
 // step was held by the pre-step hooks (turn-memory's landing and compaction waits live there).
 import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { installModelSelection } from '@deepseek-ai/dsh-agent';
 import { createUserMessage } from '@deepseek-ai/dsh-llm';
@@ -75,6 +76,13 @@ async function run(ctx, config) {
     if (typeof task === 'object' && task.send) {
       agent.followup(createUserMessage({ content: [{ type: 'text', text: task.send }], source: { kind: 'user' } }));
       await new Promise((resolve) => setTimeout(resolve, task.afterMs ?? 200));
+      continue;
+    }
+    if (typeof task === 'object' && task.waitFile) {
+      const deadline = Date.now() + (task.timeoutMs ?? 30000);
+      const holds = () => existsSync(task.waitFile) && readFileSync(task.waitFile, 'utf8').includes(task.contains ?? '');
+      while (!holds() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      report(config, { waitFile: task.waitFile, found: holds() });
       continue;
     }
     if (typeof task === 'object' && task.waitIdle) {

@@ -96,7 +96,7 @@ def test_engine_killed_during_a_worker_no_step_stalls_and_every_turn_lands_once(
     # it after 1.5 s); the pause lets the new engine boot and find its backlog (turns 1-3);
     # turns 4 and 5 run while it clears; the last pause is the user reading before the last turn
     run = home.run([engine_connected(engine_log), *tasks[:3], {"sleepMs": 4000}, *tasks[3:], {"sleepMs": 3000},
-                    "Last task: sum up."],
+                    "Last task: sum up.", {"measure": True}],
                    timeout=240, engine_overrides={"engine": {"restartDelayMs": 1500, "logFile": str(engine_log)}})
     assert run.returncode == 0, (run.records, run.stderr[-3000:])
     assert killed.is_set()
@@ -119,6 +119,9 @@ def test_engine_killed_during_a_worker_no_step_stalls_and_every_turn_lands_once(
     last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
     assert carries_compressed(last, range(1, 6)), [text_of(m)[:80] for m in last.messages]
     reload(events)
+    # landings in whichever step was next still leave the host's token meter working
+    (measure,) = [r for r in run.records if r.get("measure")]
+    assert "error" not in measure and measure["totalTokens"] > 0, measure
 
 
 WORKER_MS = 1500  # every worker's one request answers after this long (a slow model)

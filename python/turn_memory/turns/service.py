@@ -123,8 +123,8 @@ class TurnService:
         """The session compaction's side of D-005: for as long as it is inside, no queued turn
         starts compressing; on entry it waits (bounded) for the one in flight, then lands what
         is ready into `open_turn` (None: lands nothing), so the range it selects is the surface
-        as it will stay. A compression still running after `timeout` goes on; its landing is refused
-        later if the checkpoint took its turn."""
+        as it will stay. A compression still running after `timeout` goes on; its landing is
+        refused later if the checkpoint took its turn."""
         queue = self.queues.get(session.id)
         if queue is None:
             yield

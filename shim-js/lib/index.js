@@ -108,9 +108,12 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.mirror = new Mirror(this.bridge);
     this.workers = new Workers(ctx, this.mirror, (method, params) => this._call(method, params, { timeoutMs: this.settings.hookTimeoutMs }));
     this.host = new HostOps(ctx, this.mirror, this.workers);
-    this.publicTools = new PublicTools(ctx, (method, params) => this._call(method, params, {
-      timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness(),
-    }));
+    // a memory tool called while the engine boots waits for it (bounded): the call cannot be
+    // answered otherwise, and no step waits for a booting engine any more
+    this.publicTools = new PublicTools(ctx, async (method, params) => {
+      await this._whenStarted();
+      return this._call(method, params, { timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness() });
+    });
     this.process = new EngineProcess({
       command: engine.logFile ? [...engine.command, '--log-file', engine.logFile] : engine.command,
       transport: engine.transport,

@@ -60,8 +60,13 @@ class TurnConfig(_Section):
     maxWorkers: int = Field(8, ge=1, description="hard cap on workers per turn, progress or not: a job never spins")
     maxWorkerRequests: int = Field(24, ge=1, description=(
         "model requests one worker may make before it is stopped (counts as no progress)"))
+    landingBarrier: bool = Field(False, description=(
+        "off: a finished compression lands at the first pre-step after it is ready and no request waits "
+        "for it; on: each turn's first request waits (`turns.landingWaitS`) for the previous turn's "
+        "compression, so it already carries that turn compressed"))
     landingWaitS: float = Field(30.0, ge=0, description=(
-        "how long the next turn's first request waits for the landing, then proceeds raw"))
+        "with `turns.landingBarrier`: how long a turn's first request waits for the previous turn's "
+        "compression, then proceeds raw (it lands at a later pre-step)"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
 
@@ -121,6 +126,10 @@ class CompactionConfig(_Section):
     maxWorkerRequests: int = Field(32, ge=1, description="model requests one segment worker may make")
     workerTimeoutS: float = Field(900.0, gt=0, description=(
         "wall-clock bound of one segment worker (also bounds how long an automatic compaction holds a step)"))
+    rewriteWaitS: float = Field(30.0, ge=0, description=(
+        "how long a compaction that is about to run (at pressure, on overflow, `/compact`, compactRegion) waits "
+        "for the turn compression in flight before it selects its range; that turn's landing is refused if the "
+        "checkpoint took it"))
     maxPasses: int = Field(3, ge=1, description="pressure passes per step before waiting for further growth")
     handoffChars: int = Field(6000, ge=0, description=(
         "characters of the working checkpoint written so far handed to the next segment's worker"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, AsyncContextManager, Literal
 
 from pydantic import BaseModel
 
@@ -30,7 +30,7 @@ from turn_memory.bridge.protocol import (
     WorkerToolParams,
 )
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
-from turn_memory.compaction.manual import compact_now, compact_region
+from turn_memory.compaction.manual import Rewrites, compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
 from turn_memory.config import ConfigError, EngineConfig, check_config
@@ -101,10 +101,13 @@ class Engine:
         self._peers[peer.identity] = (dialect, config)
         warm_up(config.thoughtHints)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
-        # the pre-step may hold the step for a landing wait and, at pressure, a whole compaction
-        # (as stock compaction-basic does); past that the shim lets the step go on without it
-        wait_s = 2.0 + (config.turns.landingWaitS if config.turns.enabled else 0.0) \
-            + (config.compaction.workerTimeoutS if config.compaction.auto else 0.0)
+        # the pre-step may hold the step for the opt-in landing barrier and, at pressure, the
+        # rewrite barrier plus a whole compaction (as stock compaction-basic does); past that
+        # the shim lets the step go on without it
+        barrier = config.turns.enabled and config.turns.landingBarrier
+        wait_s = 2.0 + (config.turns.landingWaitS if barrier else 0.0) \
+            + ((config.compaction.rewriteWaitS if config.turns.enabled else 0.0) + config.compaction.workerTimeoutS
+               if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
         try:
             tools = self.public_tools.specs(config)
@@ -112,7 +115,7 @@ class Engine:
             raise RemoteError(ErrorInfo(code="prompt", message=str(exc))) from exc
         return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, dialect=dialect.name, elide=ELIDED,
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
-                           preStepTimeoutMs=int(wait_s * 1000), publicTools=tools,
+                           preStepTimeoutMs=int(wait_s * 1000), bootWait=barrier, publicTools=tools,
                            contextSections=[c.name for c in self.contexts if c.enabled(config)],
                            snapshotSources=[dict(m) for m in dialect.snapshot_sources])
 
@@ -153,12 +156,13 @@ class Engine:
             assert isinstance(params, CompactNowParams)
             session = self._session(params.sessionId)
             return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
-                               self.workers)
+                               self.workers, self._rewrites(session, None, peer))
         if method == "compact.region":
             assert isinstance(params, CompactRegionParams)
             session = self._session(params.sessionId)
+            # DSH chose the range: land nothing that would move it, only wait for the rewrite
             return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                                  params.start, params.end, self.workers)
+                                  params.start, params.end, self.workers, self._rewrites(session, None, peer))
         if method == "turn.preStep":
             assert isinstance(params, PreStepParams)
             session = self.mirror.get(params.sessionId)
@@ -176,7 +180,7 @@ class Engine:
             session = self._session(params.sessionId)
             port = self._port(peer)
             return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
-                                             params.agentOptions)
+                                             params.agentOptions, self._rewrites(session, "open", peer))
         if method == "compact.overflow":
             assert isinstance(params, OverflowParams)
             session = self._session(params.sessionId)
@@ -184,11 +188,13 @@ class Engine:
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
+        # lands what is ready; waits only with the opt-in landing barrier
         await self.turns.pre_step(session, params.turn, params.step, config)
-        # never read the surface while a turn rewrite may still replace part of it (D-005)
-        if config.compaction.auto and await self.turns.barrier(session.id, config.turns.landingWaitS):
+        if config.compaction.auto:
+            # measures the surface as it is; waits for the rewrite in flight only when it compacts
             port = self._port(session.peer)
-            await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions)
+            await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
+                                           self._rewrites(session, params.turn, session.peer))
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
                                        for c in self.contexts if c.enabled(config)})
 
@@ -205,7 +211,7 @@ class Engine:
 
     async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
         retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),
-                                               params.agentOptions)
+                                               params.agentOptions, self._rewrites(session, params.turn, peer))
         return {"retry": retry}
 
     # -- helpers -----------------------------------------------------------------------
@@ -215,6 +221,20 @@ class Engine:
             raise RemoteError(ErrorInfo(code="unknown-session", manual="busy",
                                         message=f"session {session_id} is not mirrored yet"))
         return session
+
+    def _rewrites(self, session: MirroredSession, open_turn: int | Literal["open"] | None, peer: Peer) -> Rewrites:
+        """The session's turn-rewrite barrier for a compaction about to select its range (D-005).
+
+        `open_turn`: the turn whose pre-step lands what is ready first; "open": whichever turn
+        is open when the barrier is entered; None: land nothing (the range must not move).
+        """
+        wait_s = self._config(peer).compaction.rewriteWaitS
+
+        def enter() -> AsyncContextManager[None]:
+            turn = lifecycle_state(session.log.events).open_turn if open_turn == "open" else open_turn
+            return self.turns.rewrite_barrier(session, turn, wait_s)
+
+        return enter
 
     def _config(self, peer: Peer) -> EngineConfig:
         return self._peers[peer.identity][1]

@@ -70,11 +70,15 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _preStepTimeoutMs = 2000;
   // why the engine refused the handshake; set: turn-memory is off for this plugin instance
   _refused = undefined;
+  // does a pre-step wait for a booting engine? Only with the landing barrier: the last
+  // handshake's word, and before the first one the row's own setting (the engine default is off)
+  _bootWait = false;
 
   constructor(ctx, config = {}) {
     super(ctx);
     const { engine, ...policy } = Config['~standard'].validate(config).value ?? { engine: ENGINE_DEFAULTS };
     this.settings = engine;
+    this._bootWait = policy.turns?.landingBarrier === true && policy.turns?.enabled !== false;
     const { checkpointSource, ...host } = probeHost();
     this.hello = {
       dshVersion: hostVersion(), host, pid: process.pid, checkpointSource,
@@ -90,9 +94,12 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.mirror = new Mirror(this.bridge);
     this.workers = new Workers(ctx, this.mirror, (method, params) => this._call(method, params, { timeoutMs: this.settings.hookTimeoutMs }));
     this.host = new HostOps(ctx, this.mirror, this.workers);
-    this.publicTools = new PublicTools(ctx, (method, params) => this._call(method, params, {
-      timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness(),
-    }));
+    // a memory tool called while the engine boots waits for it (bounded): the call cannot be
+    // answered otherwise, and no step waits for a booting engine any more
+    this.publicTools = new PublicTools(ctx, async (method, params) => {
+      await this._whenStarted();
+      return this._call(method, params, { timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness() });
+    });
     this.process = new EngineProcess({
       command: engine.logFile ? [...engine.command, '--log-file', engine.logFile] : engine.command,
       transport: engine.transport,
@@ -111,8 +118,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
     });
     ctx.on('agent/pre-step', async (payload, next) => {
       const { agent, turn, step, signal } = payload;
-      // an engine still booting may hold the previous turn's landing: worth a bounded wait
-      if (turn > 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
+      // an engine still booting may hold the previous turn's landing: worth a bounded wait only
+      // when the engine makes each turn's first request wait for it (else it lands later)
+      if (this._bootWait && turn > 1 && step === 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
       const tracked = this.mirror.entry(agent.session.id)?.agent === agent;
       if (tracked) this.publicTools.setContexts(agent, {});
       if (this.bridge.ready && tracked && !signal.aborted) {
@@ -164,6 +172,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this._skipSubagents = result?.skipSubagents ?? true;
       this.workers.snapshotSources = result?.snapshotSources ?? [];
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
+      this._bootWait = result?.bootWait ?? false;
       this._timeouts = 0;
       this.process.healthy(); // only now may the restart backoff start over
       this.publicTools.configure(result ?? {}, [...this.mirror.tracked.values()].map((e) => e.agent));

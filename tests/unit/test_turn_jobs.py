@@ -46,6 +46,7 @@ async def complete_turn(host: FakeHost, service: TurnService, cfg: EngineConfig,
 
 
 async def next_turn_prestep(host: FakeHost, service: TurnService, cfg: EngineConfig, turn: int = 2) -> None:
+    """The next turn opens and its first pre-step runs (landing whatever is ready)."""
     host.host_append("turn/start", {"turn": turn})
     host._forward()
     await service.pre_step(host.session, turn, 1, cfg)
@@ -65,8 +66,8 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
         await asyncio.sleep(0.05)
         pending = [marker_of(e) for e in host.log.events if marker_of(e)]
         assert pending == [("pending", 1)]
+        await service.drained(SESSION, 5)  # ready; it lands at the next pre-step
         await next_turn_prestep(host, service, cfg)
-        await service.barrier(SESSION, 5)
 
     run(scenario())
     assert [s["mode"] for s in started] == ["fork"]
@@ -90,8 +91,8 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
 
     async def scenario():
         await complete_turn(host, service, cfg)
+        await service.drained(SESSION, 5)  # ready; it lands at the next pre-step
         await next_turn_prestep(host, service, cfg)
-        await service.barrier(SESSION, 5)
 
     run(scenario())
     assert [s["mode"] for s in started] == ["fork", "spawn"]
@@ -110,7 +111,7 @@ def test_workers_without_progress_exhaust_the_budget_and_the_turn_stays_raw():
         nonlocal raw
         await complete_turn(host, service, cfg)
         raw = list(turn_nodes(host.log, 1))
-        await service.barrier(SESSION, 5)
+        await service.drained(SESSION, 5)
 
     run(scenario())
     assert len(started) == 2  # budget of 2 consecutive no-progress workers
@@ -129,7 +130,7 @@ def test_turn_without_assistant_transcript_gets_a_noop_marker_and_no_worker():
         host.host_append("user/message", {"id": "u", "role": "user", "source": {"kind": "user"},
                                           "content": [{"type": "text", "text": "hello?"}]}, surfaceOp="append")
         await complete_turn(host, service, cfg)
-        await service.barrier(SESSION, 5)
+        await service.drained(SESSION, 5)
 
     run(scenario())
     assert started == []
@@ -157,11 +158,11 @@ def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
         events = host.log.events
         service.on_events(host.session, list(events), True, lambda: host, cfg)
         await asyncio.sleep(0.05)
+        await service.drained(SESSION, 5)
         await next_turn_prestep(host, service, cfg, turn=3)
-        await service.barrier(SESSION, 5)
         # a second resync (restart) finds nothing left to do
         service.on_events(host.session, list(host.log.events), True, lambda: host, cfg)
-        await service.barrier(SESSION, 5)
+        await service.drained(SESSION, 5)
 
     run(scenario())
     assert len(started) == 1 and "turn 1" in started[0]["label"]
@@ -177,7 +178,7 @@ def test_workers_that_always_progress_but_never_finish_are_capped():
 
     async def scenario():
         await complete_turn(host, service, cfg)
-        await service.barrier(SESSION, 5)
+        await service.drained(SESSION, 5)
 
     run(scenario())
     assert len(started) == 3  # progress resets the no-progress budget, never the hard cap

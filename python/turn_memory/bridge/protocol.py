@@ -89,8 +89,11 @@ class HelloResult(_Model):
     elideExcept: list[ElideExcept] = Field(default_factory=list)
     #: do not mirror subagent sessions (the engine only works on user sessions)
     skipSubagents: bool = True
-    #: how long the shim lets the engine hold a pre-step (the bounded wait for a landing)
+    #: how long the shim lets the engine hold a pre-step (its bounded waits, and a compaction)
     preStepTimeoutMs: int = 2000
+    #: a later pre-step waits (bounded) for a booting engine: only worth it when the engine
+    #: holds each turn's first request for the previous turn's landing (`turns.landingBarrier`)
+    bootWait: bool = False
     #: public memory tools the shim registers on every user agent (calls come back as `tool.call`)
     publicTools: list[ToolSpec] = Field(default_factory=list)
     #: named runtime-context sections the shim registers on every user agent; their text is

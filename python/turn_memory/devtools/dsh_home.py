@@ -58,6 +58,10 @@ class RunResult:
         """Warnings/errors DSH's plugins logged during the run (all, or of these types)."""
         return [r for r in self.records if "log" in r and (not types or r["log"] in types)]
 
+    def pre_steps(self) -> list[dict[str, Any]]:
+        """Every pre-step of the driven agent: {turn, step, ms} (ms: how long its hooks held it)."""
+        return [r["preStep"] for r in self.records if "preStep" in r]
+
 
 @dataclass
 class DshHome:

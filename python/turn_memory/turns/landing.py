@@ -1,8 +1,9 @@
 """Turn a validated working surface into one append plan (design D-001, D-003, D-008, D-019).
 
 Pure. The plan is host-shaped through the dialect and is validated by the surface model
-before it is sent. Landing happens in the next turn's first pre-step: the new turn is open
-but its first step has not started, and the compressed turn is still the surface tail.
+before it is sent. Landing happens in a pre-step of a later turn (the first one after the
+compression is ready): that turn is open and its next step has not started; the compressed
+turn need not be the surface tail any more.
 
 - 0.1.0-rc.8 (assistant/message may replace): the pure N→M replacement in place — one
   replacement per changed node over its landing slice, citing its semantic sources and
@@ -122,7 +123,7 @@ def _landing_step(dialect: Dialect, ctx: LandingContext, events: list[dict[str, 
                (e["type"] == "tool/result" and e.get("surfaceOp") == "append") for e in events):
         return events
     if ctx.open_turn is None:
-        raise LandingImpossible("assistant nodes can only land while a turn is open (in the next turn's pre-step)")
+        raise LandingImpossible("assistant nodes can only land while a turn is open (in a later turn's pre-step)")
     if ctx.open_step is not None:
         return events  # inside the loop's own step
     if not dialect.plugin_steps:

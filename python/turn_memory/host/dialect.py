@@ -30,6 +30,8 @@ RUNTIME_CONTEXT_KIND = "runtime-context"
 #: rc8's checkpoint author; v4 kind 'compact-checkpoint' (dsh-compaction COMPACT_CHECKPOINT_MARKER)
 CHECKPOINT_PLUGIN = "compact"
 CHECKPOINT_KIND = "compact-checkpoint"
+#: the producer name turn-memory's own message sources carry
+OUR_PLUGIN = "turn-memory"
 #: v3 plugins lifted to a kind other than `plugin:<name>` (dsh-session-format-v3-to-v4 RENAMED_PRODUCERS)
 _RENAMED_PRODUCERS = {
     CHECKPOINT_PLUGIN: CHECKPOINT_KIND,

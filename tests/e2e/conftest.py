@@ -48,6 +48,8 @@ def installed_template(host_runtime, tmp_path_factory, tm_cli) -> Path:
     # TEMP until the installer seeds the shim's declarations cache (issue 14): one boot lets
     # the shim cache the memory tools, so turn 1's first request already offers them
     home.run([{"sleepMs": 1500}])
+    for left in ("sessions", "storages", "logs"):
+        shutil.rmtree(root / left, ignore_errors=True)
     return root
 
 

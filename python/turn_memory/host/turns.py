@@ -114,7 +114,9 @@ def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int
                 origins[seq] = window
             else:
                 window = None
-                origins[seq] = ("turn", open_turn) if open_turn is not None else ("loose", seq)
+                # 0.2's system prompt (surface node 0, committed inside turn 1's step) is no turn's content
+                own = open_turn is not None and kind != "system/message"
+                origins[seq] = ("turn", open_turn) if own else ("loose", seq)
             continue
         message = event["data"] if kind == "user/message" else (event["data"] or {}).get("message", {})
         bounds = dialect.op_range(op)
@@ -135,11 +137,8 @@ def _landed_node(event: dict[str, Any], dialect: Dialect) -> bool:
     kind, data = event["type"], event.get("data") or {}
     if kind in ("assistant/message", "tool/result"):
         return True
-    if kind == "user/message":
-        # a restated runtime-context snapshot is the open turn's scaffolding, not the landed turn's
-        source = data.get("source")
-        return dialect.is_plugin_source(source, OUR_PLUGIN) or (
-            bool(event.get("sourceEventSeqs")) and not dialect.is_runtime_context(source))
+    if kind == "user/message":  # ours, or a copy (a snapshot the landing restated at the tail)
+        return dialect.is_plugin_source(data.get("source"), OUR_PLUGIN) or bool(event.get("sourceEventSeqs"))
     return False
 
 

@@ -149,8 +149,11 @@ def _retained_snapshot(log: SessionLog) -> int | None:
 
 
 def _keep_snapshot(log: SessionLog, shadowed: set[int]) -> list[dict[str, Any]]:
-    """The host does not re-emit a snapshot before the step about to run: if the landing
-    shadows the one it retains, restate it at the tail so that step still carries it."""
+    """rc8 does not re-emit a snapshot before the step about to run: if the landing shadows
+    the one it retains, restate it at the tail so that step still carries it. (0.2's loop
+    forgets a retained snapshot a replacement cites and emits it again itself.)"""
+    if log.dialect.reemits_shadowed_snapshot:
+        return []
     retained = _retained_snapshot(log)
     if retained is None or retained not in shadowed:
         return []

@@ -111,3 +111,25 @@ def test_a_turn_ready_only_later_lands_at_a_later_step(home, fake):
         assert text.startswith("User: COMPRESSED-USER") and "\n\nAssistant: COMPRESSED-ASSISTANT" in text
     after = next(r for r in agent_requests(fake) if "Third task" in r.last_user_text)
     assert "COMPRESSED-USER" in "".join(text_of(m) for m in after.messages)
+
+
+def test_a_plan_the_host_would_refuse_is_refused_before_anything_is_appended(home, fake, tmp_path):
+    """A landing plan that breaks a host rule (fault-injected: its replacement cites no
+    sources) is refused by the engine's own check: nothing is appended, the refusal is logged
+    with session and turn, the turn stays raw and the session carries on."""
+    engine_log = tmp_path / "engine.log"
+    home.extra_env["TURN_MEMORY_FAULTS"] = "corrupt-turn-plan"
+    fake.push("turn", *TURN_1, "Turn two done. SECOND-DONE", "Turn three. THIRD-DONE")
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"],
+                   engine_overrides={"turns": {"landingBarrier": True}, "engine": {"logFile": str(engine_log)}})
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 3
+    assert host_problems(run) == []
+    _, events = home.session_log(run.session_id)
+    assert [m for e in events if (m := marker_of(e)) == ("compression", 1)] == []  # nothing landed
+    tool = home.dialect.tool_result_role
+    assert roles(home, events) == ["user", "user", "assistant", tool, "assistant"]
+    reload(home, events)
+    refused = [line for line in engine_log.read_text().splitlines() if "turn 1: landing refused" in line]
+    assert refused and run.session_id in refused[0] and "replace-coverage" in refused[0], refused

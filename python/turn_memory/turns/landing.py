@@ -174,7 +174,8 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
     else:
         events, shadowed = _v02(log, editor, positions, ctx)
     events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
-    return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})")
+    return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})",
+                kind="turn-landing")
 
 
 def _in_place(log: SessionLog, editor: TurnNodeEditor, positions: list[int],

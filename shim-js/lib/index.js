@@ -234,6 +234,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _lost(why) {
     this.ctx.logger.warn(`turn-memory engine connection lost: ${why}`);
     this.bridge.close('lost');
+    // only a new engine reconnects (and resyncs): the one behind a broken stream is replaced
+    this.process.recycle(`lost its connection (${why})`);
   }
 
   _timedOut(method) {

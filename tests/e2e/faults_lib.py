@@ -34,6 +34,7 @@ from turn_memory.devtools.fake_model import FakeModel, FakeRequest
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.markers import marker_of
+from turn_memory.turns.recovery import turn_nodes
 
 WORKER_TOOLS = {"list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", "finish_turn_compression"}
 SEGMENT_TOOLS = {"replace_session_memory", "finish_session_segment"}
@@ -122,6 +123,8 @@ class Outcome:
     logs_reloaded: bool
     #: session -> turn -> compression markers in its log
     markers: dict[str, dict[int, int]]
+    #: session -> turns without a marker whose nodes a session checkpoint took (settled)
+    folded: dict[str, list[int]]
     #: session -> the turns that must have landed by the end
     must_land: dict[str, list[int]]
     agent_requests: int
@@ -144,7 +147,7 @@ class Outcome:
     def lost(self, skip: dict[str, set[int]] | None = None) -> list[tuple[str, int]]:
         skip = skip or {}
         return [(s, t) for s, turns in self.must_land.items() for t in turns
-                if t not in skip.get(s, set()) and self.markers[s].get(t, 0) == 0]
+                if t not in skip.get(s, set()) and self.markers[s].get(t, 0) == 0 and t not in self.folded[s]]
 
     def doubled(self) -> list[tuple[str, int]]:
         return [(s, t) for s, marks in self.markers.items() for t, n in marks.items() if n > 1]
@@ -181,6 +184,7 @@ def account(case: Case, covers: list[str], sessions: dict[str, str] | None = Non
     sessions = sessions or {"main": first.session_id}
     events_of = {label: home.session_log(sid)[1] for label, sid in sessions.items()}
     markers: dict[str, dict[int, int]] = {}
+    folded: dict[str, list[int]] = {}
     land: dict[str, list[int]] = {}
     problems: list[str] = []
     for label, events in events_of.items():
@@ -191,8 +195,15 @@ def account(case: Case, covers: list[str], sessions: dict[str, str] | None = Non
             if mark and mark[0] == "compression":
                 counts[mark[1]] = counts.get(mark[1], 0) + 1
         markers[label] = counts
+        surface = SessionLog(home.dialect, events)
+        # a turn a session checkpoint took before its compression landed is settled too: its
+        # landing is refused by design (D-005), the checkpoint carries it
+        folded[label] = [t for t in ended if counts.get(t, 0) == 0 and not turn_nodes(surface, t)]
         land[label] = (must_land or {}).get(label, ended[:-1])
         problems += [f"{label} {p}" for p in _reload_problems(home, events)]
+    spent = case.tmp / "faults-spent"
+    notes = {**(notes or {}), "fired": sorted(p.name for p in spent.iterdir()) if spent.exists() else [],
+             "engine_starts": case.engine_log.read_text().count("shim connected") if case.engine_log.exists() else 0}
     tasks = [t for run in case.runs for t in run.records if "task" in t]
     requests = case.fake.requests
     agent = [r for r in requests if r.kind == "turn" and not is_worker(r) and not is_segment_worker(r)]
@@ -209,9 +220,9 @@ def account(case: Case, covers: list[str], sessions: dict[str, str] | None = Non
         case=case.name, host=home.host, covers=covers, runs=len(case.runs),
         turns_asked=turns_asked if turns_asked is not None else len(tasks),
         turns_completed=sum(1 for t in tasks if (t.get("reason") or {}).get("kind") == "completed"),
-        logs_reloaded=not problems, markers=markers, must_land=land,
+        logs_reloaded=not problems, markers=markers, folded=folded, must_land=land,
         agent_requests=len(agent), worker_requests=len(workers), worker_requests_by_turn=dict(sorted(by_turn.items())),
-        finished_by_turn=dict(sorted(finished.items())), reload_problems=problems[:5], notes=notes or {},
+        finished_by_turn=dict(sorted(finished.items())), reload_problems=problems[:5], notes=notes,
         sessions=events_of, results=list(case.runs), requests=requests)
     if path := os.environ.get("TURN_MEMORY_FAULTS_REPORT"):
         with open(path, "a") as fh:

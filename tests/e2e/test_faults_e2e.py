@@ -13,9 +13,11 @@ and name the fix: they flip when it lands.
 
 from __future__ import annotations
 
+import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -271,15 +273,20 @@ def test_engine_killed_while_a_worker_runs_and_while_a_segment_runs(scenario):
     down, back = o.results[0].commands()
     # the /compact whose segment worker lost its engine fails cleanly and appends nothing of ours
     assert down["result"]["kind"] == "error", down
-    during = log[down["eventsBefore"]:down["eventsAfter"]]
-    assert {e["type"] for e in during} <= {"command/run", "command/done"}, [e["type"] for e in during]
     assert back["result"]["kind"] == "success", back
-    (tx,) = transactions(o, log)
-    assert tx[0]["type"] == "compaction/start" and tx[-1]["type"] == "compaction/end" and tx[0]["seq"] >= down["eventsAfter"]
+    # the bracket the dead engine had opened is closed as abandoned (by the next engine, before
+    # it compacts); the one committed compaction is the second /compact's; none is left open
+    brackets = transactions(o, log)
+    assert all(t[-1]["type"] == "compaction/end" for t in brackets), brackets
+    committed = [t for t in brackets if any(e["type"] == "compaction/summary" for e in t)]
+    (tx,) = committed
+    assert "error" not in tx[-1]["data"] and tx[0]["seq"] > down["eventsAfter"], tx
+    assert all("error" in t[-1]["data"] and len(t) == 2 for t in brackets if t is not tx), brackets
 
 
 def test_engine_killed_between_validation_and_apply_lands_once(scenario):
     o = scenario("kill_before_apply")
+    assert o.notes["fired"] == ["kill-before-apply"] and o.notes["engine_starts"] == 2, o.notes
     check_common(o)
     assert o.finished_by_turn.get(1, 0) >= 1
 
@@ -292,6 +299,7 @@ def test_engine_killed_between_validation_and_apply_pays_once(scenario):
 
 def test_a_hung_engine_holds_a_pre_step_only_within_the_liveness_bound(scenario):
     o = scenario("hang_prestep")
+    assert o.notes["fired"] == ["hang-prestep"] and o.notes["engine_starts"] == 2, o.notes
     check_common(o)
     (run,) = o.results
     waits = run.pre_steps()
@@ -311,6 +319,7 @@ def test_a_corrupted_engine_reply_holds_no_step_and_loses_no_landing(scenario):
     """Before: the shim skipped the unparsable frame and the pre-step it answered waited for
     its whole timeout (about 15 minutes with automatic compaction on)."""
     o = scenario("corrupt_reply")
+    assert o.notes["fired"] == ["corrupt-reply"], o.notes
     check_common(o)
     (run,) = o.results
     waits = run.pre_steps()
@@ -355,7 +364,7 @@ def test_malformed_and_oversized_worker_calls_are_refused_and_the_turns_land(sce
                     for e in o.sessions["main"] if e["type"] in ("user/message", "assistant/message"))
     assert "XXXXXXXXXX" not in log  # the refused oversized rewrite never reached the session
     assert o.markers["main"].get(3, 0) == 0, o.markers  # the endless turn stays raw, whole
-    assert "probe-3" in log
+    assert "Probing 3." in log
 
 
 @pytest.mark.xfail(strict=True, reason="needs issue12a: a replacement that repeats a refused shape is no progress "
@@ -370,8 +379,12 @@ def test_a_1mb_cjk_emoji_turn_is_compressed_and_read_back_intact(scenario):
     o = scenario("bad_worker_input")
     agent = [r for r in o.requests if r.kind == "turn" and not is_worker(r)]
     results = [text_of(m) for r in agent for m in r.messages[-1:] if m.get("role") == "tool"]
-    whole = next(t for t in results if BIG_START in t)
-    assert BIG_END in whole and CJK * 40 in whole and len(whole.encode()) > 1_000_000, len(whole.encode())
+    # the host hands a result that large to the model as its head plus a file with the rest
+    page = next(t for t in results if BIG_START in t)
+    spill = re.search(r"(/\S+read_session_history\.txt)", page)
+    whole = Path(spill.group(1)).read_text(encoding="utf-8") if spill else page
+    assert BIG_START in whole and BIG_END in whole and CJK * 40 in whole and len(whole.encode()) > 1_000_000, \
+        (len(whole.encode()), page[-300:])
     found = next(t for t in results if "completed turn(s) contain all of" in t)
     assert "- turn 4" in found and BIG_END in found, found[:300]
     last = next(r for r in agent if "Last task:" in r.last_user_text)

@@ -8,8 +8,9 @@ and print, per scenario and host, what a user would notice.
 Columns: turns completed / asked; logs reloaded (every session's log folds through the surface
 model with the host's reload checks); landings lost / doubled (target 0 / 0: a turn that ended
 and had a later turn to land in, without a compression marker — landed or no-op — and not
-taken by a session checkpoint / with two or more); requests spent (agent, worker); paid twice
-(turns whose workers finished more than once: a finished compression redone after the fault).
+taken by a session checkpoint / with two or more); requests spent (agent, worker); redone
+after finishing (paid twice: in a case with a restart, turns whose workers finished more than
+once — a finished compression the fault threw away; n/a where nothing restarts).
 The suite's xfail cases (pending issue 12a) show here as nonzero lost or paid-twice figures.
 """
 
@@ -37,15 +38,15 @@ def load(path: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     head = ["case", "host", "covers", "runs", "turns", "reloaded", "lost/doubled", "requests agent+worker",
-            "paid twice (turn: finished workers)"]
+            "redone after finishing (turn: workers)"]
     body = []
     for r in rows:
-        twice = {t: n for t, n in r["finished_by_turn"].items() if n > 1 and t != "0"}
+        redone = r.get("redone")
         body.append([r["case"], r["host"], "; ".join(r["covers"]), str(r["runs"]),
                      f"{r['turns_completed']}/{r['turns_asked']}", "yes" if r["logs_reloaded"] else "NO",
                      f"{r['landings_lost']}/{r['landings_doubled']}",
                      f"{r['agent_requests']}+{r['worker_requests']}",
-                     ", ".join(f"{t}: {n}" for t, n in twice.items()) or "-"])
+                     "n/a" if redone is None else ", ".join(f"{t}: {n}" for t, n in redone.items()) or "none"])
     total = ["total", "", "", str(sum(r["runs"] for r in rows)),
              f"{sum(r['turns_completed'] for r in rows)}/{sum(r['turns_asked'] for r in rows)}",
              f"{sum(1 for r in rows if r['logs_reloaded'])}/{len(rows)}",

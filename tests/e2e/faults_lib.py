@@ -133,6 +133,8 @@ class Outcome:
     worker_requests_by_turn: dict[int, int]
     #: turn -> workers that answered finish_turn_compression
     finished_by_turn: dict[int, int]
+    #: sidecar turns whose workers finished more than once (None: no restart in this case)
+    redone: dict[int, int] | None = None
     reload_problems: list[str] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     #: what the tests assert on, not reported
@@ -176,10 +178,12 @@ def _reload_problems(home: DshHome, events: list[dict[str, Any]]) -> list[str]:
 
 def account(case: Case, covers: list[str], sessions: dict[str, str] | None = None,
             must_land: dict[str, list[int]] | None = None, turns_asked: int | None = None,
-            notes: dict[str, Any] | None = None) -> Outcome:
+            notes: dict[str, Any] | None = None, sidecar_turns: list[int] | None = None) -> Outcome:
     """Read the outcome from the logs and the model's request log. `sessions`: label -> id
     (default: the main session of the first run); `must_land`: label -> turns (default every
-    turn that ended except the session's last)."""
+    turn that ended except the session's last); `sidecar_turns`: the turns whose finished
+    compression a sidecar could have kept across the fault (reported as redone when their
+    workers finished more than once; None: not a restart case)."""
     home, first = case.home, case.runs[0]
     sessions = sessions or {"main": first.session_id}
     events_of = {label: home.session_log(sid)[1] for label, sid in sessions.items()}
@@ -222,7 +226,9 @@ def account(case: Case, covers: list[str], sessions: dict[str, str] | None = Non
         turns_completed=sum(1 for t in tasks if (t.get("reason") or {}).get("kind") == "completed"),
         logs_reloaded=not problems, markers=markers, folded=folded, must_land=land,
         agent_requests=len(agent), worker_requests=len(workers), worker_requests_by_turn=dict(sorted(by_turn.items())),
-        finished_by_turn=dict(sorted(finished.items())), reload_problems=problems[:5], notes=notes,
+        finished_by_turn=dict(sorted(finished.items())),
+        redone={t: finished[t] for t in (sidecar_turns or []) if finished.get(t, 0) > 1} if sidecar_turns is not None
+        else None, reload_problems=problems[:5], notes=notes,
         sessions=events_of, results=list(case.runs), requests=requests)
     if path := os.environ.get("TURN_MEMORY_FAULTS_REPORT"):
         with open(path, "a") as fh:

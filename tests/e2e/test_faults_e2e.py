@@ -24,7 +24,6 @@ import pytest
 from faults_lib import (Case, Outcome, account, current_ids, fold, is_segment_worker, is_worker, make_case,
                         tool_turn, worker_turn)
 from helpers import engine_connected, text_of, transactions
-from turn_memory.devtools.scripted_workers import worker_responder
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +33,20 @@ NEEDS_SIDECAR = "needs issue12a: a finished compression is kept in a sidecar, so
 
 
 # --------------------------------------------------------------------------- scenarios
+
+def checkpoint(request):
+    """A segment worker: replace its placeholder with a two-node checkpoint, then finish."""
+    last = next((text_of(m) for m in reversed(request.messages) if m.get("role") == "tool"), "")
+    if last.startswith("Accepted at revision"):
+        return {"tool_calls": [{"name": "finish_session_segment", "arguments": {}}]}
+    task = request.all_text()
+    segment = re.search(r"You are assigned segment (\d+)", task).group(1)
+    revision = int(re.search(r"the working checkpoint is at revision (\d+)", task).group(1))
+    return {"tool_calls": [{"name": "replace_session_memory", "arguments": {
+        "expected_revision": revision, "from": f"P{segment}", "nodes": [
+            {"role": "user", "content": "CHECKPOINT: modules inspected."},
+            {"role": "assistant", "content": "CHECKPOINT: all reported."}]}}]}
+
 
 def engine_killed(case: Case) -> Outcome:
     """SIGKILL while turn 1's first worker waits for the model, then again while the first
@@ -48,7 +61,7 @@ def engine_killed(case: Case) -> Outcome:
                 killed["segment"] = True
                 threading.Timer(0.2, case.kill_engine, (signal.SIGKILL,)).start()
                 return {"text": "the segment answer never arrives", "delay_ms": 6000}
-            return worker_responder(request)
+            return checkpoint(request)
         if is_worker(request):
             if worker_turn(request) == 1 and not killed["worker"]:
                 killed["worker"] = True
@@ -162,11 +175,14 @@ def bad_worker_input(case: Case) -> Outcome:
     5. read_session_history reads turn 4 back whole (a ~1 MB tool result) and searches it;
        the turn carrying that result is compressed too."""
     fake = case.fake
+    started = {4: case.tmp / "turn4-started", 5: case.tmp / "turn5-folded"}
 
     def respond(request):
         if request.kind != "turn" or not is_worker(request):
             return None
         turn, ids = worker_turn(request), current_ids(request)
+        if turn in started:
+            started[turn].write_text("yes")
         mine = sum(1 for r in fake.requests if is_worker(r) and worker_turn(r) == turn)  # this one not yet counted
         if turn == 1 and mine == 0:
             return {"tool_calls": [{"name": "replace_turn_nodes", "arguments": '{"from": "n1", "to": "n'},
@@ -195,7 +211,10 @@ def bad_worker_input(case: Case) -> Outcome:
         {"tool_calls": [{"name": "read_session_history", "arguments": {"query": "终点标记🎯END"}}]},
         f"都在 {CJK}. READ-DONE"])
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
-    case.run([*tasks, BIG, "Read turn 4 back, whole, then search it.", {"sleepMs": 2500}, "Last task: sum up."],
+    # turn 4's worker starts only once turn 3's job stopped (one job at a time per session)
+    wait = [lambda k: {"waitFile": str(started[k]), "contains": "yes", "timeoutMs": 60000}][0]
+    case.run([*tasks, BIG, wait(4), "Read turn 4 back, whole, then search it.", wait(5), {"sleepMs": 1500},
+              "Last task: sum up."],
              timeout=150, engine_overrides={"turns": {"maxWorkerRequests": 4},
                                             "sessionHistory": {"maxReadChars": 1_200_000}})
     # turn 3 (endless) is meant to stay raw; the rest land
@@ -386,7 +405,10 @@ def test_malformed_and_oversized_worker_calls_are_refused_and_the_turns_land(sce
                                        "(job budgets), so an endlessly repeating worker stops after workerAttempts")
 def test_an_endlessly_repeating_worker_is_stopped_within_its_budget(scenario):
     o = scenario("bad_worker_input")
-    # turns.workerAttempts (3) workers of turns.maxWorkerRequests (4) requests at most
+    # a worker's first request ends in its task prompt (later ones in a tool result)
+    workers = [r for r in o.requests if is_worker(r) and worker_turn(r) == 3 and r.last_role == "user"]
+    # turns.workerAttempts (3) workers without progress, then the turn stays raw (today: maxWorkers, 8)
+    assert len(workers) <= 3, (len(workers), o.worker_requests_by_turn)
     assert o.worker_requests_by_turn.get(3, 0) <= 3 * 4, o.worker_requests_by_turn
 
 

@@ -213,7 +213,9 @@ def bad_worker_input(case: Case) -> Outcome:
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
     # turn 4's worker starts only once turn 3's job stopped (one job at a time per session)
     wait = [lambda k: {"waitFile": str(started[k]), "contains": "yes", "timeoutMs": 60000}][0]
-    case.run([*tasks, BIG, wait(4), "Read turn 4 back, whole, then search it.", wait(5), {"sleepMs": 1500},
+    # the pause lets turn 2 land at turn 3's first pre-step: landed mid-turn 3 on rc8, it splits
+    # turn 3's nodes and turn 3 is skipped as not contiguous (seen under load; reported, issue 12)
+    case.run([tasks[0], tasks[1], {"sleepMs": 1500}, tasks[2], BIG, wait(4), "Read turn 4 back, whole, then search it.", wait(5), {"sleepMs": 1500},
               "Last task: sum up."],
              timeout=150, engine_overrides={"turns": {"maxWorkerRequests": 4},
                                             "sessionHistory": {"maxReadChars": 1_200_000}})
@@ -408,7 +410,7 @@ def test_an_endlessly_repeating_worker_is_stopped_within_its_budget(scenario):
     # a worker's first request ends in its task prompt (later ones in a tool result)
     workers = [r for r in o.requests if is_worker(r) and worker_turn(r) == 3 and r.last_role == "user"]
     # turns.workerAttempts (3) workers without progress, then the turn stays raw (today: maxWorkers, 8)
-    assert len(workers) <= 3, (len(workers), o.worker_requests_by_turn)
+    assert 1 <= len(workers) <= 3, (len(workers), o.worker_requests_by_turn)
     assert o.worker_requests_by_turn.get(3, 0) <= 3 * 4, o.worker_requests_by_turn
 
 

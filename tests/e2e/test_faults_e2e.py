@@ -417,7 +417,7 @@ def test_an_endlessly_repeating_worker_is_stopped_within_its_budget(scenario):
 def test_a_1mb_cjk_emoji_turn_is_compressed_and_read_back_intact(scenario):
     o = scenario("bad_worker_input")
     agent = [r for r in o.requests if r.kind == "turn" and not is_worker(r)]
-    results = [text_of(m) for r in agent for m in r.messages[-1:] if m.get("role") == "tool"]
+    results = list(dict.fromkeys(text_of(m) for r in agent for m in r.messages if m.get("role") == "tool"))
     # the host hands a result that large to the model as its head plus a file with the rest
     page = next(t for t in results if BIG_START in t)
     spill = re.search(r"(/\S+read_session_history\.txt)", page)

@@ -195,7 +195,7 @@ describe('EngineProcess', () => {
   }, async (t) => {
     const { proc, seen } = engineProcess(t, 'serve', { command: [join(tmpdir(), 'no-such-turn-memory'), 'serve'] });
     proc.start();
-    await until(() => seen.delays.length >= 1, 'a restart', 2000);
+    await until(() => seen.delays.length >= 1, 'a restart', 1000);
     assert.equal(proc.alive, false);
   });
 });

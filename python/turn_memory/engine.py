@@ -41,7 +41,6 @@ from turn_memory.hints.service import HintService
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import Dialect, dialect_for_host
 from turn_memory.host.mirror import MirroredSession, SessionMirror
-from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import BridgeHostPort
 from turn_memory.memory_tools.catalog import context_sections, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
@@ -214,7 +213,7 @@ class Engine:
         if session is None or not session.is_user_session:
             return ToolResult(text="turn-memory does not keep this session's history (it is not a user session "
                                    "mirrored by this engine)", isError=True)
-        call = PublicCall(session=session, args=params.args, turn=lifecycle_state(session.log.events).open_turn, call_id=params.callId,
+        call = PublicCall(session=session, args=params.args, turn=session.log.index.open_turn, call_id=params.callId,
                           agent_options=params.agentOptions, config=self._config(peer), port=self._port(peer))
         answer = await self.public_tools.call(params.tool, call)
         log.info("session %s turn %s: %s%s", session.id, call.turn, params.tool, " (error)" if answer.is_error else "")
@@ -242,7 +241,7 @@ class Engine:
         wait_s = self._config(peer).compaction.rewriteWaitS
 
         def enter() -> AsyncContextManager[None]:
-            turn = lifecycle_state(session.log.events).open_turn if open_turn == "open" else open_turn
+            turn = session.log.index.open_turn if open_turn == "open" else open_turn
             return self.turns.rewrite_barrier(session, turn, wait_s)
 
         return enter

@@ -22,7 +22,6 @@ from turn_memory.compaction.summarize import SummaryFailed, route, summarize, su
 from turn_memory.config import EngineConfig
 from turn_memory.host.images import missing_markers
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.land import LandingError, PartialLanding, Plan, SpanMoved, land
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
@@ -40,7 +39,7 @@ def manual_error(code: str, message: str) -> RemoteError:
 
 async def _close_abandoned(session: MirroredSession, port: HostPort) -> None:
     """A compaction/start left open by a previous engine process (it died mid-job)."""
-    state = lifecycle_state(session.log.events)
+    state = session.log.index.lifecycle
     start = state.unmatched_compaction
     if not state.compaction_locked or start is None:
         return
@@ -58,7 +57,7 @@ async def compact_now(session: MirroredSession, port: HostPort, config: EngineCo
     if session.job_lock.locked():
         raise manual_error("busy", "turn-memory is already compacting this session")
     async with session.job_lock:
-        if lifecycle_state(session.log.events).open_turn is not None:
+        if session.log.index.open_turn is not None:
             raise manual_error("busy", "manual compaction: the session already has an open turn")
         await _close_abandoned(session, port)
         # the range is read inside the barrier: the turn rewrite in flight is done (bounded)
@@ -73,7 +72,7 @@ async def compact_now(session: MirroredSession, port: HostPort, config: EngineCo
 async def compact_region(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
                          start: int, end: int, workers: WorkerRegistry,
                          rewrites: Rewrites | None = None) -> dict[str, Any]:
-    open_turn = lifecycle_state(session.log.events).open_turn
+    open_turn = session.log.index.open_turn
     if open_turn is None:
         raise RemoteError(ErrorInfo(code="no-open-turn",
                                     message="compactRegion: automatic compaction events must be enclosed in a turn"))

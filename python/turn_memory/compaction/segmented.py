@@ -23,8 +23,7 @@ from turn_memory.config import CompactionConfig
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.tokens import estimate_message
-from turn_memory.host.turns import node_origins, surface_units
+from turn_memory.host.turns import surface_units
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
 from turn_memory.turns.nodes import render_blocks
@@ -94,8 +93,8 @@ class SegmentedJob:
         nodes = log_.nodes
         first = nodes.index(self.selection.start)
         span_nodes = nodes[first:first + len(self.selection.shadowed)]
-        units = surface_units(span_nodes, node_origins(log_.events, log_.dialect))
-        tokens = {s: estimate_message(m) for s in span_nodes if (m := log_.message_of(s)) is not None}
+        units = surface_units(span_nodes, log_.index.origins)
+        tokens = {s: p for s in span_nodes if (p := log_.price(s)) is not None}
         self.segments = split_segments(span_nodes, units, tokens, self.config.segmentTokens)
         self.editor = SessionMemoryEditor(len(self.segments))
         sources = {seg.index: source_nodes(log_, seg) for seg in self.segments}

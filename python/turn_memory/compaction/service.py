@@ -29,8 +29,7 @@ from turn_memory.compaction.policy import Pressure, select_pressure_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.tokens import estimate_message, js_len
-from turn_memory.host.turns import lifecycle_state
+from turn_memory.host.tokens import js_len
 from turn_memory.landing.port import HostPort
 from turn_memory.workers import WorkerRegistry
 
@@ -71,7 +70,9 @@ def _header_tokens(log_: SessionLog) -> int:
 
 
 def surface_prices(log_: SessionLog) -> dict[int, int]:
-    return {s: estimate_message(m) for s in log_.nodes if (m := log_.message_of(s)) is not None}
+    """Every surface node's price; each event is priced once (`SessionLog.price`)."""
+    price = log_.price
+    return {s: p for s in log_.nodes if (p := price(s)) is not None}
 
 
 def surface_measure(log_: SessionLog) -> Measure:
@@ -100,8 +101,7 @@ def cheap_estimate(log_: SessionLog, last: LastMeasure | None) -> int | None:
     for seq in reversed(log_.nodes):
         if seq < last.log_length:
             break
-        if (m := log_.message_of(seq)) is not None:
-            added += estimate_message(m)
+        added += log_.price(seq) or 0
     return last.tokens + added
 
 
@@ -232,7 +232,7 @@ class CompactionService:
     async def _compact(self, session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
                        selection: Any, turn: int) -> dict[str, Any] | None:
         """One automatic transaction owned by the open `turn`; its result, or None."""
-        if lifecycle_state(session.log.events).open_turn != turn:
+        if session.log.index.open_turn != turn:
             return None
         try:
             async with session.job_lock:
@@ -244,7 +244,7 @@ class CompactionService:
     async def if_needed(self, session: MirroredSession, trigger: str, config: EngineConfig, port: HostPort,
                         measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None) -> dict[str, Any] | None:
         """DSH's compactIfNeeded seam: one pass of the same policy, returning its result."""
-        turn = lifecycle_state(session.log.events).open_turn
+        turn = session.log.index.open_turn
         if turn is None or not session.is_user_session or session.job_lock.locked():
             return None
         window = self.window(session)

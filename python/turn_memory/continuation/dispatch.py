@@ -27,7 +27,6 @@ from turn_memory.host.dialect import Dialect
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.landing.port import HostPort
 from turn_memory.turns.markers import PLUGIN
-from turn_memory.turns.recovery import scan_marks
 from turn_memory.turns.service import TurnService
 
 log = logging.getLogger("turn_memory.continuation")
@@ -51,7 +50,7 @@ class FollowupDispatcher:
             return
         if not reset and not any(e["type"] == "turn/end" for e in events):
             return
-        for request in state.awaiting_followup(session.log.events):
+        for request in session.handoffs.awaiting():
             key = (session.id, request.id)
             if key in self._claimed:
                 continue
@@ -68,11 +67,11 @@ class FollowupDispatcher:
             job = self._turns.jobs.get((session.id, request.turn))
             if job is not None:
                 await job.ready.wait()
-            ready = (job is not None and job.finished) or request.turn in scan_marks(session.log.events).landed
+            ready = (job is not None and job.finished) or request.turn in session.log.index.landed
             if not ready:
                 log.info("%s: compression did not succeed; no automatic continuation", where)
                 return
-            if request.id not in {r.id for r in state.awaiting_followup(session.log.events)}:
+            if request.id not in {r.id for r in session.handoffs.awaiting()}:
                 log.info("%s: continuation %s no longer awaited (delivered or superseded)", where, request.id)
                 return
             host = port()

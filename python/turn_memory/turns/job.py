@@ -21,7 +21,6 @@ from turn_memory.config import TurnConfig
 from turn_memory.hints.section import hints_text
 from turn_memory.hints.service import Hint
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.host.turns import lifecycle_state, open_step_of
 from turn_memory.landing.land import LandingError, land
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
@@ -221,9 +220,9 @@ class TurnJob:
 
         def build(log_: Any) -> Any:
             # rebuilt on every attempt: the landing must belong to the turn (and step) still open
-            if lifecycle_state(log_.events).open_turn != open_turn:
+            if log_.index.open_turn != open_turn:
                 raise landing_.LandingImpossible(f"turn {open_turn} is no longer open")
-            if open_step is not None and open_step_of(log_.events) != (open_turn, open_step):
+            if open_step is not None and log_.index.open_step != (open_turn, open_step):
                 raise landing_.LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open")
             return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn, open_step=open_step))
 

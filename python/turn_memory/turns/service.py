@@ -43,7 +43,7 @@ class TurnService:
             return
         if reset:
             live_from = session.meta.liveFrom if session.meta is not None else None
-            for turn in turns_to_recover(session.log, live_from):
+            for turn in turns_to_recover(session.log, live_from, session.handoffs):
                 if self._enqueue(session, turn, port, config):
                     log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
             return

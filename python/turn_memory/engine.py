@@ -44,6 +44,7 @@ from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.landing.port import BridgeHostPort
 from turn_memory.memory_tools.catalog import context_sections, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
+from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import ToolAnswer, WorkerRegistry
 
@@ -71,6 +72,8 @@ class Engine:
         self.contexts = context_sections()
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
+        #: where each peer's DSH home keeps finished compressions until they land
+        self._results: dict[bytes, ResultStore] = {}
 
     async def close(self) -> None:
         """Stop every job before the socket closes: their workers die with DSH anyway, and a
@@ -99,13 +102,17 @@ class Engine:
             raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}",
                                         key=first.key, nearest=first.nearest, fix=exc.fix())) from exc
         self._peers[peer.identity] = (dialect, config)
+        if params.dshHome:
+            self._results[peer.identity] = ResultStore(params.dshHome)
         warm_up(config.thoughtHints)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
         # the pre-step may hold the step for the opt-in landing barrier and, at pressure, the
         # rewrite barrier plus a whole compaction (as stock compaction-basic does); past that
         # the shim lets the step go on without it
         barrier = config.turns.enabled and config.turns.landingBarrier
-        wait_s = 2.0 + (config.turns.landingWaitS if barrier else 0.0) \
+        # a continuation follow-up's first pre-step may wait as long for its hand-off turn
+        followups = config.turns.enabled and config.turnContinuation.enabled
+        wait_s = 2.0 + (config.turns.landingWaitS if barrier or followups else 0.0) \
             + ((config.compaction.rewriteWaitS if config.turns.enabled else 0.0) + config.compaction.workerTimeoutS
                if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
@@ -135,7 +142,8 @@ class Engine:
             session = self.mirror.get(params.sessionId)
             assert session is not None
             self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
-            self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
+            self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config,
+                                 self._results.get(peer.identity))
             self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
         elif method == "agent.stream":
             assert isinstance(params, AgentStreamParams)
@@ -191,6 +199,8 @@ class Engine:
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
+        # an automatic continuation about to be taken in waits (bounded) for its hand-off turn
+        await self.followups.before_step(session, params.turn, params.step, config)
         # lands what is ready; waits only with the opt-in landing barrier
         at_request = await self.turns.pre_step(session, params.turn, params.step, config)
         if config.compaction.auto:
@@ -198,8 +208,10 @@ class Engine:
             port = self._port(session.peer)
             await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
                                            self._rewrites(session, params.turn, session.peer))
+        withhold = self.followups.withheld(session, params.turn, params.step, at_request)
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
-                                       for c in self.contexts if c.enabled(config)}, landAtRequest=at_request)
+                                       for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
+                             withhold=withhold)
 
     async def _at_request(self, params: RequestParams) -> dict[str, Any]:
         session = self.mirror.get(params.sessionId)

@@ -3,6 +3,8 @@
 // answers. It decides nothing: while the engine is down every hook fails open (the agent
 // runs as if no compaction engine were loaded) and `/compact` reports a clear error.
 import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { CompactionEngine, ManualCompactionError } from '@deepseek-ai/dsh-compaction';
 
 import { Bridge, EngineCallError } from './bridge.js';
@@ -12,7 +14,7 @@ import { HostOps } from './host-ops.js';
 import { probeHost } from './host-probe.js';
 import { Mirror } from './mirror.js';
 import { PublicTools, routeOf } from './public-tools.js';
-import { Workers, isWorker } from './workers.js';
+import { Workers, isSnapshot, isWorker } from './workers.js';
 
 export const name = 'dsh-turn-memory';
 
@@ -84,6 +86,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
     const { checkpointSource, ...host } = probeHost();
     this.hello = {
       dshVersion: hostVersion(), host, pid: process.pid, checkpointSource,
+      // where the engine keeps a finished turn's compression until it lands (a sidecar, never a session event)
+      dshHome: process.env.DSH_HOME || join(homedir(), '.dsh'),
       // the whole row config, `engine` included: the engine validates every key (a typo refuses the handshake)
       config: { ...policy, engine: { ...engine, command: [...engine.command] } },
     };
@@ -125,6 +129,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       if (this._bootWait && turn > 1 && step === 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
       const tracked = this.mirror.entry(agent.session.id)?.agent === agent;
       if (tracked) this.publicTools.setContexts(agent, {});
+      let withhold = [];
       if (this.bridge.ready && tracked && !signal.aborted) {
         try {
           // the engine may land the previous turn's compression here, before this step starts
@@ -133,11 +138,19 @@ export default class TurnMemoryEngine extends CompactionEngine {
           }, { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
           this.publicTools.setContexts(agent, answer?.contexts);
           if (answer?.landAtRequest) this._atRequest.set(agent, `${turn}:${step}`);
+          withhold = answer?.withhold ?? [];
         } catch (error) {
           this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
         }
       }
-      return next();
+      const decision = await next();
+      if (!withhold.length || decision?.kind !== 'enter') return decision;
+      // an automatic continuation whose hand-off turn did not land compressed: never take it in.
+      // A first step left with host context only (the runtime-context snapshot) takes nothing,
+      // so the loop ends the turn before any request
+      const kept = decision.messages.filter((message) => !withhold.includes(message.id));
+      const empty = step === 1 && kept.every((message) => isSnapshot(this.workers.snapshotSources, message));
+      return { ...decision, messages: empty ? [] : kept };
     });
     // 0.2: the step's step/start is committed, its prompt and user batch are not yet: a landing
     // the pre-step deferred happens here, inside the loop's own step

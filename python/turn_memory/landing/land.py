@@ -43,6 +43,11 @@ class SpanMoved(LandingError):
     """The surface the plan replaces changed underneath it."""
 
 
+class LogKeptMoving(SpanMoved):
+    """Every attempt found the log longer than it was planned on: nothing was appended, and
+    a later attempt may well succeed."""
+
+
 class PartialLanding(Exception):
     """The host threw after some events were appended: reported loudly, never hidden."""
 
@@ -105,4 +110,4 @@ async def land(session: MirroredSession, port: HostPort, build: Callable[[Sessio
             raise PartialLanding(f"host refused an append after {result.appended} of {len(plan.events)} events: "
                                  f"{result.detail}", result.appended)
         raise LandingError(f"host refused the plan: {result.reason} {result.detail or ''}".strip())
-    raise SpanMoved("the session log kept moving while landing")
+    raise LogKeptMoving("the session log kept moving while landing")

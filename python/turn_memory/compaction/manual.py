@@ -38,16 +38,16 @@ def manual_error(code: str, message: str) -> RemoteError:
 
 
 async def _close_abandoned(session: MirroredSession, port: HostPort) -> None:
-    """A compaction/start left open by a previous engine process (it died mid-job)."""
+    """A compaction/start nobody will close: its job died (a previous engine process, or one
+    that failed without closing it). Called with the session's job lock held, so no
+    compaction of this engine is running: an open start can only be abandoned."""
     state = session.log.index.lifecycle
     start = state.unmatched_compaction
     if not state.compaction_locked or start is None:
         return
-    if start["data"].get("turn") is not None:
-        raise manual_error("busy", "an automatic compaction is still open in this turn")
-    log.warning("session %s: closing compaction %s abandoned by a previous engine", session.id,
-                start["data"].get("compactionId"))
-    data = {**start["data"], "error": "abandoned: the turn-memory engine restarted during this compaction"}
+    log.warning("session %s: closing compaction %s (%s), abandoned by the job that opened it", session.id,
+                start["data"].get("compactionId"), "automatic" if start["data"].get("turn") is not None else "manual")
+    data = {**start["data"], "error": "abandoned: the compaction's job ended without closing it"}
     await land(session, port, lambda _log: Plan([{"type": "compaction/end", "data": data}], label="close abandoned"))
 
 
@@ -59,7 +59,6 @@ async def compact_now(session: MirroredSession, port: HostPort, config: EngineCo
     async with session.job_lock:
         if session.log.index.open_turn is not None:
             raise manual_error("busy", "manual compaction: the session already has an open turn")
-        await _close_abandoned(session, port)
         # the range is read inside the barrier: the turn rewrite in flight is done (bounded)
         async with rewrites() if rewrites is not None else nullcontext():
             selection = select_manual_range(session.log, config.compaction.retainTurns)
@@ -118,6 +117,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     tx = tx_.Transaction.new(source_command_id, turn)
     where = f"session {session.id} compaction {tx.compaction_id}"
     try:
+        await _close_abandoned(session, port)
         (start_seq,) = await land(session, port, lambda _log: tx_.start_plan(tx))
     except LandingError as exc:
         raise manual_error("busy", f"could not open the compaction: {exc}") from exc
@@ -141,6 +141,9 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
         code, stage_error = "summary", str(exc)
     except LandingError as exc:
         code, stage_error = ("summary" if code == "summary" else "commit"), str(exc)
+    except Exception as exc:  # anything else still closes the bracket: an open start would lock compaction for good
+        log.exception("%s: failed unexpectedly", where)
+        code, stage_error = ("summary" if code == "summary" else "commit"), f"internal error: {exc!r}"
     if stage_error is not None:
         log.warning("%s failed (%s): %s; the surface is unchanged", where, code, stage_error)
         try:

@@ -149,3 +149,30 @@ def test_a_restart_between_handoff_and_followup_still_gives_exactly_one(home, fa
     assert len(users) == 1 and len(queued) == 1
     assert [e["data"]["turn"] for e in events if e["type"] == "turn/end"] == [1, 2]
     reload(home, events)
+
+
+def test_a_handoff_whose_landing_is_refused_gets_no_followup_on_the_raw_turn(home, fake, tmp_path):
+    """The follow-up is queued once the compression is ready (its own turn carries the
+    landing); when that landing is refused (fault-injected: a plan the host would refuse),
+    the follow-up's first pre-step withholds it: the turn takes nothing in and ends before any
+    model request, instead of continuing on the raw turn."""
+    engine_log = tmp_path / "engine.log"
+    home.extra_env["TURN_MEMORY_FAULTS"] = "corrupt-turn-plan"
+    fake.responder = worker()
+    fake.push("turn", *AGENT_TURN, CONTINUED)
+    run = home.run([TASK, {"sleepMs": 6000}, {"waitIdle": True}], timeout=120,
+                   engine_overrides={"engine": {"logFile": str(engine_log)}})
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    _, events = home.session_log(run.session_id)
+    reload(home, events)
+    call = handoff_call(events)
+    users, queued = followups(events, call["data"]["callId"])
+    assert users == [] and len(queued) == 1  # queued, never taken in
+    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]  # raw, recoverable
+    ends = [e["data"] for e in events if e["type"] == "turn/end"]
+    assert [e["turn"] for e in ends] == [1, 2]
+    assert not any(e["type"] == "step/start" and e["data"]["turn"] == 2 for e in events)  # no request in turn 2
+    assert not any(CONTINUED in text_of(e["data"]["message"]) for e in events if e["type"] == "assistant/message")
+    assert not any(HANDOFF in r.last_user_text for r in agent_requests(fake))
+    withheld = [line for line in engine_log.read_text().splitlines() if "automatic continuation is withheld" in line]
+    assert withheld and run.session_id in withheld[0], engine_log.read_text()[-3000:]

@@ -12,7 +12,8 @@ landings, every 11th turn left pending, a checkpoint every 150 turns):
   the log's turn index and the session's hand-off ledger;
 - **recovery**: what the engine's `session.events` handler then runs synchronously, before
   it answers anything else: the thought-hint catch-up, the turn service's recovery scan
-  (which turns to redo) and enqueue, and the follow-up dispatcher's scan.
+  (which turns to redo), their enqueue and the check for stale kept compressions, and the
+  follow-up dispatcher's scan.
 
 It prints the median time of each per size, the cost per event, and the growth factor of
 the per-event cost from the smallest to the largest size (1.0 = flat). `--baseline` also
@@ -54,6 +55,7 @@ from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning  # noqa: 
 from turn_memory.host.turns import node_origins  # noqa: E402
 from turn_memory.logs.reader import read_session_log  # noqa: E402
 from turn_memory.turns.recovery import scan_marks  # noqa: E402
+from turn_memory.turns.results import ResultStore  # noqa: E402
 from turn_memory.turns.service import TurnService  # noqa: E402
 from turn_memory.workers import WorkerRegistry  # noqa: E402
 
@@ -96,13 +98,14 @@ def old_turns_to_recover(log: SessionLog) -> list[int]:
     return sorted(redo)
 
 
-async def one_resync(payload: bytes, count: int, baseline: bool) -> dict[str, Any]:
+async def one_resync(payload: bytes, count: int, baseline: bool, home: Path) -> dict[str, Any]:
     config = EngineConfig()
     mirror = SessionMirror()
     hints, workers = HintService(), WorkerRegistry()
     turns = TurnService(workers, hints)
     followups = FollowupDispatcher(turns)
     port = IdlePort()
+    results = ResultStore(home)  # kept compressions: none here, but the scan for stale ones runs
     params = SessionEventsParams(sessionId=SESSION, start=0, count=count, reset=True, meta=SessionMeta(liveFrom=None))
     started = time.perf_counter()
     events = mirror.receive(None, RC8, params, payload)
@@ -111,7 +114,7 @@ async def one_resync(payload: bytes, count: int, baseline: bool) -> dict[str, An
     session = mirror.get(SESSION)
     assert session is not None and not session.log.reload_problems, session and session.log.reload_problems[:3]
     hints.on_events(session, events, True, lambda: port, config)  # type: ignore[arg-type,return-value]
-    turns.on_events(session, events, True, lambda: port, config)  # type: ignore[arg-type,return-value]
+    turns.on_events(session, events, True, lambda: port, config, results)  # type: ignore[arg-type,return-value]
     followups.on_events(session, events, True, lambda: port, config)  # type: ignore[arg-type,return-value]
     recovered = time.perf_counter()
     queued = sorted(turns.jobs)
@@ -123,10 +126,7 @@ async def one_resync(payload: bytes, count: int, baseline: bool) -> dict[str, An
         out["baseline_recovery_s"] = time.perf_counter() - t0
         assert old == [t for _, t in queued], (old, queued)
     hints.close()
-    for queue in turns.queues.values():
-        drain = queue.cancel()
-        if drain is not None:
-            await asyncio.gather(drain, return_exceptions=True)
+    await asyncio.gather(*turns.close(), return_exceptions=True)
     await followups.close()
     return out
 
@@ -143,7 +143,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tm-bench-recovery-") as tmp:
         for size in sizes:
             payload, count, turn_count = session_payload(size, Path(tmp))
-            runs = [asyncio.run(one_resync(payload, count, args.baseline and rep == 0)) for rep in range(args.reps)]
+            runs = [asyncio.run(one_resync(payload, count, args.baseline and rep == 0, Path(tmp) / "home"))
+                    for rep in range(args.reps)]
             row: dict[str, Any] = {"events": count, "turns": turn_count, "bytes": len(payload),
                                    "recovered_turns": runs[0]["recovered_turns"], "runs": runs}
             for key in ("fold_s", "recovery_s", "total_s"):

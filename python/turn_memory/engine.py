@@ -79,8 +79,7 @@ class Engine:
         """Stop every job before the socket closes: their workers die with DSH anyway, and a
         job must not read the closing socket as a string of failed workers."""
         self.hints.close()
-        drains = [queue.cancel() for queue in self.turns.queues.values()]
-        await asyncio.gather(*(d for d in drains if d is not None), return_exceptions=True)
+        await asyncio.gather(*self.turns.close(), return_exceptions=True)
         await self.followups.close()
 
     # -- handshake ---------------------------------------------------------------------

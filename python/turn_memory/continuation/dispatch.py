@@ -108,7 +108,10 @@ class FollowupDispatcher:
         """Follow-ups queued (by this process, or by an earlier one as the log shows) that no
         step has taken in yet: message id -> (request id, hand-off turn)."""
         ledger = session.handoffs
-        out = {m: q for m, q in self._queued.get(session.id, {}).items() if q[0] not in ledger.claimed}
+        mine = self._queued.get(session.id, {})
+        for message_id in [m for m, q in mine.items() if q[0] in ledger.claimed or (session.id, m) in self._withheld]:
+            del mine[message_id]  # taken in, or withheld: no longer in flight
+        out = dict(mine)
         turn_of = {r.id: r.turn for r in ledger.requests.values()}
         for message_id, request_id in ledger.in_flight().items():
             if request_id in turn_of:

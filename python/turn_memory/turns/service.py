@@ -186,6 +186,15 @@ class TurnService:
                 await self.land_ready(session, open_turn)
             yield
 
+    def close(self) -> list["asyncio.Task[None]"]:
+        """Cancel every drain and pending-marker task for good; returns them to await."""
+        tasks = [t for t in (queue.cancel() for queue in self.queues.values()) if t is not None]
+        for job in self._to_run.values():
+            if job.marking is not None and not job.marking.done():
+                job.marking.cancel()
+                tasks.append(job.marking)
+        return tasks
+
     async def drained(self, session_id: str, timeout: float | None = None) -> bool:
         """Wait until no turn of the session is queued or compressing (landings may still wait)."""
         queue = self.queues.get(session_id)

@@ -90,9 +90,15 @@ class FollowupDispatcher:
             host = port()
             await host.flush(session.id)
             message_id = f"turn-memory-continuation-{uuid.uuid4()}"
-            self._queued.setdefault(session.id, {})[message_id] = (request.id, request.turn)
-            await host.followup(session.id, message_id, [{"type": "text", "text": texts.followup(request.handoff)}],
-                                followup_source(session.dialect, request.id))
+            # known before the call returns: the follow-up's turn may start (and ask) at once
+            queued = self._queued.setdefault(session.id, {})
+            queued[message_id] = (request.id, request.turn)
+            try:
+                await host.followup(session.id, message_id, [{"type": "text", "text": texts.followup(request.handoff)}],
+                                    followup_source(session.dialect, request.id))
+            except BaseException:
+                queued.pop(message_id, None)
+                raise
             delivered = True
             log.info("%s: automatic continuation queued for hand-off %s", where, request.id)
         except asyncio.CancelledError:

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from turn_memory.host.surface import SessionLog
-from turn_memory.logs.reader import encode_segment
 
 log = logging.getLogger("turn_memory.turns")
 
@@ -50,6 +49,10 @@ class ResultStore:
         self.root = Path(dsh_home) / "turn-memory" / "results"
 
     def _dir(self, session_id: str) -> Path:
+        # DSH's own session-directory escape; imported here: the log reader pulls in zstd,
+        # which the engine need not load before its handshake
+        from turn_memory.logs.reader import encode_segment
+
         return self.root / encode_segment(session_id)
 
     def path(self, session_id: str, turn: int) -> Path:

@@ -8,7 +8,7 @@ from typing import Any, AsyncContextManager, Literal
 
 from pydantic import BaseModel
 
-from turn_memory import __version__
+from turn_memory import __version__, faults
 from turn_memory.bridge.protocol import (
     PROTOCOL_VERSION,
     AgentStreamParams,
@@ -198,6 +198,8 @@ class Engine:
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
+        if params.turn > 1 and faults.fire(faults.HANG_PRESTEP):
+            faults.hang()
         # an automatic continuation about to be taken in waits (bounded) for its hand-off turn
         await self.followups.before_step(session, params.turn, params.step, config)
         # lands what is ready; waits only with the opt-in landing barrier

@@ -442,7 +442,8 @@ def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeyp
     """The follow-up is queued once the compression is ready (its own turn carries the
     landing); if the landing is then refused — or on 0.2, would be refused inside the step it
     is deferred to — the follow-up is withheld and its turn ends before any request, instead
-    of continuing on the raw turn."""
+    of continuing on the raw turn. (Here the host starts refusing only after the follow-up
+    was queued.)"""
     host, call = ended_handoff_host(dialect=dialect)
     service, config = TurnService(), cfg()
     dispatcher = FollowupDispatcher(service)
@@ -501,3 +502,22 @@ def test_a_followup_queued_before_a_restart_waits_for_its_handoff_turn():
     (seq,) = taken_in(host)
     (landed,) = [e["seq"] for e in host.log.events if marker_of(e) == ("compression", 1)]
     assert withheld == [] and landed < seq and len(host.followups) == 1
+
+
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+def test_no_followup_is_queued_for_a_landing_its_turn_would_refuse(dialect, monkeypatch):
+    """The compression is ready but its landing would be refused in the turn the follow-up
+    opens (checked as if that turn had started): no follow-up is queued at all."""
+    monkeypatch.setenv("TURN_MEMORY_FAULTS", faults.CORRUPT_TURN_PLAN)
+    host, call = ended_handoff_host(dialect=dialect)
+    service, config = TurnService(), cfg()
+    dispatcher = FollowupDispatcher(service)
+    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+
+    async def scenario():
+        await end_the_turn(host, service, dispatcher, config)
+        await settle(dispatcher)
+
+    run(scenario())
+    assert host.followups == [] and taken_in(host) == []
+    assert marker_of(host.log.events[turn_nodes(host.log, 1)[0]]) == ("pending", 1)

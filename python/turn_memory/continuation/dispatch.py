@@ -2,9 +2,10 @@
 
 For each continuation request in the log that still awaits its follow-up (checked on every
 `turn/end` and on every full resync, so after any restart too), once:
-1. wait for the request turn's compression job to be ready; no follow-up if it gave up or
-   its landing was refused (or, with no job in this process, if the log holds no landing
-   marker for the turn);
+1. wait for the request turn's compression job to be ready; no follow-up if it gave up, its
+   landing was refused, or its landing would be refused in the turn the follow-up opens (the
+   plan is checked as if that turn had started); with no job in this process, none if the log
+   holds no landing marker for the turn;
 2. flush the session, then queue one plugin-sourced user message with `Agent.followup`,
    its source naming the request, so the log itself deduplicates it across restarts.
 
@@ -78,7 +79,8 @@ class FollowupDispatcher:
             if job is not None:
                 await job.ready.wait()
             if job is not None:
-                ready = job.finished and not job.landing.startswith("refused")
+                # the follow-up's own turn carries the landing: never queue one it would refuse
+                ready = job.finished and not job.landing.startswith("refused") and job.landable_in_next_turn()
             else:
                 ready = request.turn in session.log.index.landed
             if not ready:

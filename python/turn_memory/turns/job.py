@@ -50,14 +50,16 @@ log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)
 
 
-class _OneAhead:
-    """A log as it will be once one more event is appended (for planning ahead of it)."""
+class _Ahead:
+    """A log as it will be once `count` more non-surface events are appended (for planning
+    ahead of them: only the length differs)."""
 
-    def __init__(self, log_: SessionLog) -> None:
+    def __init__(self, log_: SessionLog, count: int) -> None:
         self._log = log_
+        self._count = count
 
     def __len__(self) -> int:
-        return len(self._log) + 1
+        return len(self._log) + self._count
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._log, name)
@@ -364,19 +366,40 @@ class TurnJob:
             raise landing_.LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open", transient=True)
         return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn, open_step=open_step))
 
+    def _landable_after(self, opening: list[dict[str, Any]], open_turn: int, open_step: int | None) -> str | None:
+        """Why the landing would be refused once `opening` (turn/step events) is appended, or None."""
+        log_ = self.session.log
+        try:
+            plan = landing_.plan_landing(_Ahead(log_, len(opening)), self.editor, self.positions,  # type: ignore[arg-type]
+                                         self._context(open_turn, open_step=open_step))
+            validate(log_, Plan([*opening, *plan.events], spans=plan.spans, label=plan.label, kind=plan.kind))
+            return None
+        except (LandingError, landing_.LandingImpossible) as exc:
+            return str(exc)
+
     def landable_in_step(self, open_turn: int, step: int) -> bool:
         """Whether the landing would be accepted inside the loop's step `step` of `open_turn`,
         which has not started yet (0.2: the pre-step defers the landing to the step's request)."""
-        log_ = self.session.log
-        opening = {"type": "step/start", "data": {"turn": open_turn, "step": step}}
-        try:
-            plan = landing_.plan_landing(_OneAhead(log_), self.editor, self.positions,  # type: ignore[arg-type]
-                                         self._context(open_turn, open_step=step))
-            validate(log_, Plan([opening, *plan.events], spans=plan.spans, label=plan.label, kind=plan.kind))
-            return True
-        except (LandingError, landing_.LandingImpossible) as exc:
-            log.warning("%s: would not land inside step %d of turn %d: %s", self.where, step, open_turn, exc)
-            return False
+        why = self._landable_after([{"type": "step/start", "data": {"turn": open_turn, "step": step}}], open_turn, step)
+        if why is not None:
+            log.warning("%s: would not land inside step %d of turn %d: %s", self.where, step, open_turn, why)
+        return why is None
+
+    def landable_in_next_turn(self) -> bool:
+        """Whether the landing would be accepted at the next turn's landing point (its first
+        pre-step; 0.2: its first step's request), were that turn to start now."""
+        if self.landed.is_set() or not self.finished:
+            return self.landing == "landed"
+        turn = (self.session.log.index.latest_turn or self.turn) + 1
+        opening: list[dict[str, Any]] = [{"type": "turn/start", "data": {"turn": turn}}]
+        step = None
+        if not self.session.log.dialect.plugin_steps:
+            opening.append({"type": "step/start", "data": {"turn": turn, "step": 1}})
+            step = 1
+        why = self._landable_after(opening, turn, step)
+        if why is not None:
+            log.warning("%s: its landing would be refused in turn %d: %s", self.where, turn, why)
+        return why is None
 
     async def land_into(self, open_turn: int, open_step: int | None = None) -> bool:
         """Land the finished turn while `open_turn` is open: in its pre-step (no step open), or

@@ -24,6 +24,7 @@ from turn_memory.bridge.protocol import (
     PreStepParams,
     PreStepResult,
     RequestParams,
+    RequestResult,
     PublicToolParams,
     ToolResult,
     SessionClosedParams,
@@ -214,12 +215,14 @@ class Engine:
                                        for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
                              withhold=withhold)
 
-    async def _at_request(self, params: RequestParams) -> dict[str, Any]:
+    async def _at_request(self, params: RequestParams) -> RequestResult:
         session = self.mirror.get(params.sessionId)
-        if session is not None and session.is_user_session:
-            await session.wait_for_length(params.logLength)  # the step/start the loop just appended
-            await self.turns.at_request(session, params.turn, params.step)
-        return {}
+        if session is None or not session.is_user_session:
+            return RequestResult()
+        await session.wait_for_length(params.logLength)  # the step/start the loop just appended
+        await self.turns.at_request(session, params.turn, params.step)
+        # a follow-up this step takes in whose hand-off turn the host just refused to land
+        return RequestResult(withhold=self.followups.withheld(session, params.turn, params.step, False))
 
     async def _public_tool(self, peer: Peer, params: PublicToolParams) -> ToolResult:
         session = self.mirror.get(params.sessionId)

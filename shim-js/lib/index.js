@@ -77,6 +77,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _bootWait = false;
   // agent -> "turn:step" whose agent/request the engine asked to be called from
   _atRequest = new WeakMap();
+  // agent -> the input messages of that step (the array the loop appends after agent/request)
+  _stepInput = new WeakMap();
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -144,13 +146,13 @@ export default class TurnMemoryEngine extends CompactionEngine {
         }
       }
       const decision = await next();
-      if (!withhold.length || decision?.kind !== 'enter') return decision;
+      if (!withhold.length || decision?.kind !== 'enter') return this._remember(agent, turn, step, decision);
       // an automatic continuation whose hand-off turn did not land compressed: never take it in.
       // A first step left with host context only (the runtime-context snapshot) takes nothing,
       // so the loop ends the turn before any request
       const kept = decision.messages.filter((message) => !withhold.includes(message.id));
       const empty = step === 1 && kept.every((message) => isSnapshot(this.workers.snapshotSources, message));
-      return { ...decision, messages: empty ? [] : kept };
+      return this._remember(agent, turn, step, { ...decision, messages: empty ? [] : kept });
     });
     // 0.2: the step's step/start is committed, its prompt and user batch are not yet: a landing
     // the pre-step deferred happens here, inside the loop's own step
@@ -158,10 +160,14 @@ export default class TurnMemoryEngine extends CompactionEngine {
       const { agent, turn, step, signal } = payload;
       if (this._atRequest.get(agent) !== `${turn}:${step}`) return next();
       this._atRequest.delete(agent);
+      const input = this._stepInput.get(agent);
+      this._stepInput.delete(agent);
       if (this.bridge.ready && !signal?.aborted) {
         try {
-          await this._call('turn.request', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
+          const answer = await this._call('turn.request', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
             { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
+          const withhold = answer?.withhold ?? [];
+          if (withhold.length) this._withholdInStep(agent, input, withhold);
         } catch (error) {
           this.ctx.logger.warn(`turn-memory request landing skipped: ${error.message}`);
         }
@@ -242,6 +248,31 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this.ctx.logger.warn(`turn-memory engine handshake failed: ${error.message}; continuing without it`);
       this.process.recycle('failed its handshake');
     }
+  }
+
+  /** Keep the input of a step whose request the engine will be called from (0.2). */
+  _remember(agent, turn, step, decision) {
+    if (decision?.kind === 'enter' && this._atRequest.get(agent) === `${turn}:${step}`) {
+      this._stepInput.set(agent, decision.messages);
+    }
+    return decision;
+  }
+
+  /**
+   * The landing this step's request was to carry was refused: never take in the automatic
+   * continuation that needed it. The loop appends the step's input after agent/request, from
+   * the array the pre-step answered: drop those messages from it; with nothing but host context
+   * left (or the input unknown), cancel the step so no request runs on the raw turn (the turn
+   * ends aborted; queued input stays queued).
+   */
+  _withholdInStep(agent, input, withhold) {
+    if (Array.isArray(input)) {
+      for (let i = input.length - 1; i >= 0; i -= 1) if (withhold.includes(input[i]?.id)) input.splice(i, 1);
+      if (!input.every((message) => isSnapshot(this.workers.snapshotSources, message))) return;
+    }
+    // an AgentCancelCause of kind 'hook' (0.2's loop records it as the turn's end reason)
+    agent.cancel({ kind: 'hook', reason: 'turn-memory: the automatic continuation is withheld (its hand-off turn did not land compressed)' },
+      { keepInbox: true });
   }
 
   _lost(why) {

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from helpers import reload, text_of
+from helpers import host_problems, reload, text_of
 from turn_memory.continuation.state import SECTION, TOOL
 from turn_memory.turns.markers import marker_of
 
@@ -236,7 +236,8 @@ def test_a_followup_whose_landing_is_refused_in_its_own_turn_is_withheld(home, f
     own turn carries the landing); when the host then refuses that landing all the same
     (fault-injected, after the plan validated), the follow-up's first pre-step withholds it:
     the turn takes nothing in and ends before any model request, instead of continuing on
-    the raw turn."""
+    the raw turn. (0.2 lands at the step's request, after the pre-step: there the shim cancels
+    the step, and the turn ends aborted, still before any request.)"""
     engine_log = tmp_path / "engine.log"
     home.extra_env["TURN_MEMORY_FAULTS"] = "refuse-turn-landing"
     fake.responder = worker()
@@ -252,7 +253,12 @@ def test_a_followup_whose_landing_is_refused_in_its_own_turn_is_withheld(home, f
     assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]  # raw, recoverable
     ends = [e["data"] for e in events if e["type"] == "turn/end"]
     assert [e["turn"] for e in ends] == [1, 2]
-    assert not any(e["type"] == "step/start" and e["data"]["turn"] == 2 for e in events)  # no request in turn 2
+    # rc8 lands in the pre-step, which then takes nothing in; 0.2 lands at the step's request, where
+    # the shim cancels the step (before any request)
+    assert ends[1]["reason"]["kind"] == {"rc8": "completed", "v021": "aborted"}[home.host], ends
+    assert host_problems(run) == []
+    assert not any(e["type"] in ("assistant/message", "request/header") and (e.get("data") or {}).get("turn") == 2
+                   for e in events)  # no model request in turn 2
     assert not any(CONTINUED in text_of(e["data"]["message"]) for e in events if e["type"] == "assistant/message")
     assert not any(HANDOFF in r.last_user_text for r in agent_requests(fake))
     withheld = [line for line in engine_log.read_text().splitlines() if "automatic continuation is withheld" in line]

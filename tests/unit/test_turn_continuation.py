@@ -419,8 +419,16 @@ async def followup_turn(host: FakeHost, service: TurnService, dispatcher: Follow
             return withheld
         host.host_append("step/start", {"turn": turn, "step": 1})
         host._forward()
-        if at_request:
+        if at_request:  # 0.2: the landing happens at the step's request; a refusal withholds there too
             await service.at_request(host.session, turn, 1)
+            late = dispatcher.withheld(host.session, turn, 1, False)
+            withheld += late
+            taken = [t for t in taken if t[0] not in late]
+            if not taken:  # the shim cancels the step: nothing is taken in, no request runs
+                host.host_append("step/end", {"turn": turn, "step": 1})
+                host.host_append("turn/end", {"turn": turn, "reason": {"kind": "aborted"}})
+                host._forward()
+                return withheld
         for mid, content, source in taken:
             host.host_append("user/message", {"id": mid, "role": "user", "content": content, "source": source},
                              surfaceOp="append")
@@ -437,7 +445,8 @@ def taken_in(host: FakeHost) -> list[int]:
 
 
 @pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
-@pytest.mark.parametrize("refused", [False, True], ids=["lands", "refused"])
+@pytest.mark.parametrize("refused", [None, faults.CORRUPT_TURN_PLAN, faults.REFUSE_TURN_LANDING],
+                         ids=["lands", "refused-plan", "refused-on-apply"])
 def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeypatch):
     """The follow-up is queued once the compression is ready (its own turn carries the
     landing); if the landing is then refused — or on 0.2, would be refused inside the step it
@@ -453,14 +462,15 @@ def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeyp
         await end_the_turn(host, service, dispatcher, config)
         await settle(dispatcher)
         assert len(host.followups) == 1
-        if refused:
-            monkeypatch.setenv("TURN_MEMORY_FAULTS", faults.CORRUPT_TURN_PLAN)  # a plan the host would refuse
+        if refused:  # a plan the host would refuse; or one it refuses when applied (after it validated)
+            monkeypatch.setenv("TURN_MEMORY_FAULTS", refused)
         return await followup_turn(host, service, dispatcher, config)
 
     withheld = run(scenario())
     if refused:
         assert withheld == [host.followups[0][0]] and taken_in(host) == []
         assert host.log.events[-1]["type"] == "turn/end"  # the follow-up's turn took nothing in
+        assert not any(e["type"] == "assistant/message" and e["data"]["turn"] == 2 for e in host.log.events)
         assert marker_of(host.log.events[turn_nodes(host.log, 1)[0]]) == ("pending", 1)  # raw, recoverable
         assert state.awaiting_followup(host.log.events) == []  # and never continued later on the raw turn
     else:

@@ -201,6 +201,13 @@ class RequestParams(_Model):
     step: int
 
 
+class RequestResult(_Model):
+    #: as `PreStepResult.withhold`, for a landing this request was to carry and the host
+    #: refused: the shim drops those messages from the step's input, and cancels the step
+    #: (the turn ends aborted, before its model request) when only host context is left
+    withhold: list[str] = Field(default_factory=list)
+
+
 class OverflowParams(_Model):
     """The provider reported CONTEXT_WINDOW_EXCEEDED for a request of `turn`."""
 

@@ -17,7 +17,10 @@ after the landing. A no-op landing is already in the log before the follow-up. T
 follow-up only ever runs on the landed turn: its first pre-step waits (bounded) for a
 hand-off turn still compressing, and if the turn is then still raw — the landing refused,
 or (0.2) one that would be refused inside the step — the pre-step withholds the follow-up
-message, so the turn takes nothing in and ends before any request (`withheld`).
+message, so the turn takes nothing in and ends before any request (`withheld`). On 0.2 a
+landing the host refuses at the step's request itself withholds it there: the shim drops
+it from the step's input and, with nothing else to take in, cancels the step before its
+model request.
 """
 
 from __future__ import annotations

@@ -105,8 +105,8 @@ class TurnService:
             self._workers.remove(job.job_id)
             if self.hints is not None:
                 self.hints.forget(session_id, turn)  # a job that never took them (skipped, no-op)
-            if job.done:  # nothing waits to land (skipped, no-op, gave up)
-                self.jobs.pop((session_id, turn), None)
+            if job.done and self.jobs.get((session_id, turn)) is job:  # nothing waits to land (skipped, no-op, gave up)
+                del self.jobs[(session_id, turn)]
             if not job.finished:
                 self.queues[session_id].forget(turn)  # a later recovery may retry it
 

@@ -1,12 +1,23 @@
-"""One completed turn's compression: prepare, mark pending, run workers, land (D-007, D-008).
+"""One completed turn's compression: mark pending, prepare, run workers, land (D-007, D-008, D-015).
+
+The pending marker lands at `turn/end` (`mark`, started by the turn service as soon as the
+turn is queued), not when the job's turn comes: a turn that ends while an earlier one
+compresses is recoverable at once. `run()` (the queue calls it, oldest turn first) then
+compresses and ends once the landing is ready; the turn service lands it at a later turn's
+landing point. The session is only touched twice: the pending marker, and that landing.
 
 Workers: the first is a one-shot fork of the parent (it inherits the turn in context); any
 end without an accepted finish disposes it and continues with a fresh spawn that starts
-from the editor's current catalog. The budget counts consecutive workers without an
-accepted replacement; progress resets it. Each worker is bounded in model requests by the
-shim, so no job can spin. The session is only touched twice: the pending marker, and the
-final landing — at a later turn's pre-step. `run()` ends once the landing is ready (the
-queue moves on to the next turn); the turn service lands it.
+from the editor's current catalog. The budget counts consecutive workers without progress:
+a worker progressed only when it left the working surface in a shape never seen at a
+worker boundary before and not one a finish was refused on (restating the same nodes, or
+repeating a refused rewrite, is no progress). The whole job is bounded too, besides each
+worker's own request and time bounds: `turns.maxJobRequests` model requests and
+`turns.jobTimeoutS` seconds, all workers together. One log line reports each job: its
+workers, model requests, time and outcome.
+
+A finished job's validated working surface is kept in a sidecar file (`turns.results`) until
+it lands, so a restart lands it without running workers again.
 """
 
 from __future__ import annotations
@@ -14,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -21,20 +33,36 @@ from turn_memory.config import TurnConfig
 from turn_memory.hints.section import hints_text
 from turn_memory.hints.service import Hint
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.host.turns import lifecycle_state, open_step_of
-from turn_memory.landing.land import LandingError, land
+from turn_memory.host.surface import SessionLog
+from turn_memory.landing.land import LandingError, LogKeptMoving, Plan, land, validate
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
 from turn_memory.turns import landing as landing_
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.markers import marker_of
-from turn_memory.turns.nodes import original_nodes
+from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.recovery import turn_nodes
+from turn_memory.turns.results import ResultStore, make_record, stale_reason
 from turn_memory.turns.tools import FINISH, ToolError, WorkerTools, catalog, tool_specs
 from turn_memory.workers import ToolAnswer
 
 log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)
+
+
+class _Ahead:
+    """A log as it will be once `count` more non-surface events are appended (for planning
+    ahead of them: only the length differs)."""
+
+    def __init__(self, log_: SessionLog, count: int) -> None:
+        self._log = log_
+        self._count = count
+
+    def __len__(self) -> int:
+        return len(self._log) + self._count
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._log, name)
 
 
 @dataclass
@@ -44,12 +72,20 @@ class TurnJob:
     config: TurnConfig
     turn: int
     job_id: str = ""
+    #: where a finished compression waits to land across restarts (None: nowhere)
+    results: ResultStore | None = None
     editor: TurnNodeEditor | None = None
     positions: list[int] = field(default_factory=list)
     workers: list[str] = field(default_factory=list)
     worker_modes: list[str] = field(default_factory=list)
     current_worker: str | None = None
     finished: bool = False
+    #: model requests all workers made (as the shim counted them; a worker that did not say: its bound)
+    requests: int = 0
+    #: why the job stopped compressing ("" while it runs)
+    outcome: str = ""
+    #: the landing's end: "landed", "refused: …", "" while it waits
+    landing: str = ""
     #: set when the job stops compressing: a validated landing waits for a pre-step, or
     #: there is nothing left to land (then `landed` is set too)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -58,7 +94,12 @@ class TurnJob:
     take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
     #: navigation for every worker's prompt (D-014); empty when none came back in time
     hints: list[Hint] = field(default_factory=list)
+    #: the pending-marker task started when the turn was queued
+    marking: "asyncio.Task[None] | None" = None
     _tools: WorkerTools | None = None
+    #: working-surface shapes a finish was refused on: restating one is no progress
+    _refused: set[Any] = field(default_factory=set)
+    _started: float = 0.0
 
     def __post_init__(self) -> None:
         self.job_id = self.job_id or f"{self.session.id}#turn{self.turn}"
@@ -71,43 +112,93 @@ class TurnJob:
     def where(self) -> str:
         return f"session {self.session.id} turn {self.turn}"
 
-    # -- the whole job -----------------------------------------------------------------
-    async def run(self) -> None:
-        try:
-            await self._run()
-        finally:
-            if not self.ready.is_set():  # gave up or skipped: nothing will land
-                self.landed.set()
-                self.ready.set()
+    def _stop(self, outcome: str) -> None:
+        """Nothing will land (skipped, no-op landed at once, gave up)."""
+        self.outcome = self.outcome or outcome
+        self.landed.set()
+        self.ready.set()
 
-    async def _run(self) -> None:
+    # -- turn/end: the pending marker --------------------------------------------------
+    async def mark(self) -> None:
+        """Mark the turn pending now (or land its no-op), before it waits for its worker turn."""
+        try:
+            await self._mark()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s: marking the turn failed; it stays raw", self.where)
+            self._stop("failed to mark")
+
+    async def _mark(self) -> None:
         positions = self._prepare()
         if positions is None:
+            self._stop("skipped")
             return
         originals = original_nodes(self.session.log, positions)
         if not any(o.role == "assistant" and o.text.strip() for o in originals):
             # nothing the model said survives in the turn: no worker can produce a user -> assistant
             # turn without inventing one (D-008); record "seen" with a content-identical marker
             log.info("%s: no assistant transcript; no-op marker, no worker", self.where)
-            await self._land_now(lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
+            try:
+                await land(self.session, self.port, lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
+                self.landing = "landed"
+            except LandingError as exc:
+                log.warning("%s: marker landing refused: %s", self.where, exc)
+                self.landing = f"refused: {exc}"
+            self._stop("no-op (no assistant transcript)")
             return
-        first = self.session.log.events[positions[0]]
-        if marker_of(first) is None:
-            await land(self.session, self.port, lambda log_: landing_.pending_plan(log_, positions[0], self.turn))
-            positions = self._prepare()
-            if positions is None:
-                return
-            originals = original_nodes(self.session.log, positions)
+        if marker_of(self.session.log.events[positions[0]]) is None:
+            try:
+                await land(self.session, self.port, lambda log_: landing_.pending_plan(log_, positions[0], self.turn))
+            except LandingError as exc:  # the compression can still land; a restart just will not know
+                log.warning("%s: pending marker refused (%s); compressing anyway", self.where, exc)
+
+    # -- the whole job -----------------------------------------------------------------
+    async def run(self) -> None:
+        self._started = time.monotonic()
+        try:
+            if self.marking is not None:
+                await self.marking
+            else:
+                await self.mark()
+            if not self.ready.is_set():
+                await self._run()
+        finally:
+            if not self.ready.is_set():  # gave up, or crashed: nothing will land
+                self._stop("stopped")
+            self._report()
+
+    def _report(self) -> None:
+        modes = f" ({', '.join(self.worker_modes)})" if self.worker_modes else ""
+        log.info("%s: job %s: %d worker(s)%s, %d model request(s), %.1fs", self.where, self.outcome,
+                 len(self.workers), modes, self.requests, time.monotonic() - self._started)
+
+    async def _run(self) -> None:
+        positions = self._prepare()
+        if positions is None:
+            self._stop("skipped")
+            return
+        originals = original_nodes(self.session.log, positions)
         self.positions = positions
+        if self._restore(originals):
+            self.finished = True
+            self.outcome = "restored its finished compression from the sidecar file (no worker); landing at the next " \
+                           "landing point"
+            self.ready.set()
+            return
         self.editor = TurnNodeEditor(self.turn, originals)
         self._tools = WorkerTools(self.editor, self.config.readLimitChars)
         self.hints = await self._take_hints()
-        if not await self._work():
-            log.warning("%s: gave up after %d worker(s) without a finish; the turn stays raw (pending, retried on "
-                        "the next start)", self.where, len(self.workers))
+        why = await self._work()
+        if why is not None:
+            self.outcome = f"gave up: {why}; the turn stays raw (pending, retried on the next start)"
+            log.warning("%s: %s", self.where, self.outcome)
+            self._stop(self.outcome)
             return
         log.info("%s: finished by worker %d (%s); %d -> %d nodes; landing at the next pre-step", self.where,
                  len(self.workers), ", ".join(self.worker_modes), len(self.positions), len(self.editor.nodes))
+        self.outcome = "finished; landing at the next landing point"
+        self._save()
         self.ready.set()
 
     def _prepare(self) -> list[int] | None:
@@ -139,43 +230,99 @@ class TurnJob:
             log.info("%s: %d thought hint(s) go into the worker prompt", self.where, len(hints))
         return hints
 
+    # -- the sidecar -------------------------------------------------------------------
+    def _save(self) -> None:
+        if self.results is None or self.editor is None:
+            return
+        record = make_record(self.session.log, self.session.id, self.turn, self.positions, self.editor.dump(),
+                             len(self.workers), self.worker_modes, self.requests)
+        self.results.save(self.session.id, self.turn, record)
+
+    def _restore(self, originals: list[OriginalNode]) -> bool:
+        """Rebuild a finished compression a previous process kept; drop it when it no longer stands."""
+        if self.results is None:
+            return False
+        record = self.results.load(self.session.id, self.turn)
+        if record is None:
+            return False
+        why = stale_reason(self.session.log, record, self.positions)
+        editor = None
+        if why is None:
+            try:
+                editor = TurnNodeEditor.restore(self.turn, originals, record.get("nodes") or [])
+            except ValueError as exc:
+                why = f"its working nodes do not fit the turn ({exc})"
+            else:
+                if problems := editor.final_problems():
+                    why = "it is not a final working surface: " + "; ".join(problems)
+        if why is not None or editor is None:
+            self.results.delete(self.session.id, self.turn, f"stale: {why}")
+            return False
+        self.editor = editor
+        self.workers = [f"saved{k + 1}" for k in range(int(record.get("workers") or 0))]
+        self.worker_modes = [str(m) for m in record.get("workerModes") or []]
+        log.info("%s: restored the compression a previous process finished (%d -> %d nodes, %s model request(s) "
+                 "then); no worker runs", self.where, len(self.positions), len(editor.nodes), record.get("requests"))
+        return True
+
+    def _forget_result(self, why: str | None) -> None:
+        if self.results is not None:
+            self.results.delete(self.session.id, self.turn, why)
+
     # -- workers -----------------------------------------------------------------------
-    async def _work(self) -> bool:
+    async def _work(self) -> str | None:
+        """Run workers until one finishes (None) or a bound is reached (why it gave up)."""
         assert self.editor is not None
+        cfg = self.config
+        seen = {self.editor.shape()}
         no_progress = 0
-        while no_progress < self.config.workerAttempts and len(self.workers) < self.config.maxWorkers:
+        deadline = time.monotonic() + cfg.jobTimeoutS
+        while True:
+            if no_progress >= cfg.workerAttempts:
+                return f"{no_progress} consecutive worker(s) without progress"
+            if len(self.workers) >= cfg.maxWorkers:
+                return f"{len(self.workers)} workers, the cap (turns.maxWorkers)"
+            budget = cfg.maxJobRequests - self.requests
+            if budget <= 0:
+                return f"{self.requests} model requests, the job's budget (turns.maxJobRequests)"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return f"{cfg.jobTimeoutS:.0f}s, the job's wall-clock budget (turns.jobTimeoutS)"
             mode = "fork" if not self.workers else "spawn"
             worker_id = f"w{next(_worker_ids)}"
             self.workers.append(worker_id)
             self.worker_modes.append(mode)
-            revision = self.editor.revision
             try:
                 prompt = self._prompt(mode)
             except PromptError as exc:
                 log.error("%s: prompt failed: %s", self.where, exc)
-                return False
+                return f"the prompt failed: {exc}"
+            max_requests = min(cfg.maxWorkerRequests, budget)
             self.current_worker = worker_id
             try:
                 outcome = await self.port.run_worker(self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
                     "persona": render_prompt("turn-worker-system", {}), "tools": tool_specs(),
-                    "maxRequests": self.config.maxWorkerRequests, "label": f"turn-memory turn {self.turn}",
-                }, self.config.workerTimeoutS)
+                    "maxRequests": max_requests, "label": f"turn-memory turn {self.turn}",
+                }, min(cfg.workerTimeoutS, left))
             except Exception as exc:  # transport, timeout, host refusal: a failed worker
                 outcome = {"stop": "error", "detail": str(exc)}
             finally:
                 self.current_worker = None
+            used = outcome.get("requests") if isinstance(outcome, dict) else None
+            self.requests += min(used, max_requests) if isinstance(used, int) and used >= 0 else max_requests
             if self.finished:
-                return True
-            progressed = self.editor.revision > revision
+                return None
+            shape = self.editor.shape()
+            progressed = shape not in seen and shape not in self._refused
+            seen.add(shape)
             no_progress = 0 if progressed else no_progress + 1
             stop = outcome.get("stop") if isinstance(outcome, dict) else outcome
             if isinstance(outcome, dict) and outcome.get("detail"):
                 stop = f"{stop}: {outcome['detail']}"
             log.info("%s: worker %s (%s) ended without a finish (%s); %s", self.where, worker_id, mode, stop,
                      "it made progress, continuing" if progressed else
-                     f"no progress ({no_progress}/{self.config.workerAttempts})")
-        return False
+                     f"no progress ({no_progress}/{cfg.workerAttempts})")
 
     def _prompt(self, mode: str) -> str:
         assert self.editor is not None
@@ -195,6 +342,8 @@ class TurnJob:
         try:
             text = self._tools.call(name, args)
         except ToolError as exc:
+            if name == FINISH and self.editor is not None:
+                self._refused.add(self.editor.shape())
             return ToolAnswer(str(exc), is_error=True)
         if name == FINISH:
             self.finished = True
@@ -207,31 +356,87 @@ class TurnJob:
         return landing_.LandingContext(self.turn, open_turn, len(self.workers) if workers is None else workers,
                                        tuple(self.worker_modes), open_step=open_step)
 
-    async def _land_now(self, build: Any) -> None:
-        try:
-            await land(self.session, self.port, build)
-        except LandingError as exc:
-            log.warning("%s: marker landing refused: %s", self.where, exc)
-
-    async def land_into(self, open_turn: int, open_step: int | None = None) -> None:
-        """Land the finished turn while `open_turn` is open: in its pre-step (no step open), or
-        inside the loop's own step `open_step` before that step commits anything (0.2)."""
+    def _plan(self, log_: SessionLog, open_turn: int, open_step: int | None) -> Plan:
+        # rebuilt on every attempt: the landing must belong to the turn (and step) still open
         editor = self.editor
         assert editor is not None
+        if log_.index.open_turn != open_turn:
+            raise landing_.LandingImpossible(f"turn {open_turn} is no longer open", transient=True)
+        if open_step is not None and log_.index.open_step != (open_turn, open_step):
+            raise landing_.LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open", transient=True)
+        return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn, open_step=open_step))
 
-        def build(log_: Any) -> Any:
-            # rebuilt on every attempt: the landing must belong to the turn (and step) still open
-            if lifecycle_state(log_.events).open_turn != open_turn:
-                raise landing_.LandingImpossible(f"turn {open_turn} is no longer open")
-            if open_step is not None and open_step_of(log_.events) != (open_turn, open_step):
-                raise landing_.LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open")
-            return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn, open_step=open_step))
-
+    def _landable_after(self, opening: list[dict[str, Any]], open_turn: int, open_step: int | None) -> str | None:
+        """Why the landing would be refused once `opening` (turn/step events) is appended, or None."""
+        log_ = self.session.log
         try:
-            await land(self.session, self.port, build)
-            log.info("%s: landed (%d -> %d nodes, %d worker(s))", self.where, len(self.positions),
-                     len(self.editor.nodes), len(self.workers))
+            plan = landing_.plan_landing(_Ahead(log_, len(opening)), self.editor, self.positions,  # type: ignore[arg-type]
+                                         self._context(open_turn, open_step=open_step))
+            validate(log_, Plan([*opening, *plan.events], spans=plan.spans, label=plan.label, kind=plan.kind))
+            return None
         except (LandingError, landing_.LandingImpossible) as exc:
-            log.warning("%s: landing refused, the turn stays raw: %s", self.where, exc)
-        finally:
-            self.landed.set()
+            return str(exc)
+
+    def landable_in_step(self, open_turn: int, step: int) -> bool:
+        """Whether the landing would be accepted inside the loop's step `step` of `open_turn`,
+        which has not started yet (0.2: the pre-step defers the landing to the step's request)."""
+        why = self._landable_after([{"type": "step/start", "data": {"turn": open_turn, "step": step}}], open_turn, step)
+        if why is not None:
+            log.warning("%s: would not land inside step %d of turn %d: %s", self.where, step, open_turn, why)
+        return why is None
+
+    def landable_in_next_turn(self) -> bool:
+        """Whether the landing would be accepted at the next turn's landing point (its first
+        pre-step; 0.2: its first step's request), were that turn to start now."""
+        if self.landed.is_set() or not self.finished:
+            return self.landing == "landed"
+        turn = (self.session.log.index.latest_turn or self.turn) + 1
+        opening: list[dict[str, Any]] = [{"type": "turn/start", "data": {"turn": turn}}]
+        step = None
+        if not self.session.log.dialect.plugin_steps:
+            opening.append({"type": "step/start", "data": {"turn": turn, "step": 1}})
+            step = 1
+        why = self._landable_after(opening, turn, step)
+        if why is not None:
+            log.warning("%s: its landing would be refused in turn %d: %s", self.where, turn, why)
+        return why is None
+
+    async def land_into(self, open_turn: int, open_step: int | None = None) -> bool:
+        """Land the finished turn while `open_turn` is open: in its pre-step (no step open), or
+        inside the loop's own step `open_step` before that step commits anything (0.2).
+
+        Returns False when it could not land now but may at a later landing point (the turn
+        or step it was asked to land in is no longer open, the log kept moving); the job then
+        stays ready. Otherwise the job is done: landed, or refused for good (the turn stays
+        raw and pending: a restart redoes it).
+        """
+        assert self.editor is not None
+        try:
+            await land(self.session, self.port, lambda log_: self._plan(log_, open_turn, open_step))
+        except (landing_.LandingImpossible, LogKeptMoving) as exc:
+            if isinstance(exc, LogKeptMoving) or exc.transient:
+                log.info("%s: not landed now (%s); retrying at the next landing point", self.where, exc)
+                return False
+            self._refused_landing(str(exc))
+            return True
+        except LandingError as exc:  # incl. SpanMoved: a checkpoint took the turn, its nodes changed
+            self._refused_landing(str(exc))
+            return True
+        self.landing = "landed"
+        self._forget_result(None)
+        log.info("%s: landed (%d -> %d nodes, %d worker(s), %d model request(s))", self.where, len(self.positions),
+                 len(self.editor.nodes), len(self.workers), self.requests)
+        self.landed.set()
+        return True
+
+    def _refused_landing(self, why: str) -> None:
+        log.warning("%s: landing refused, the turn stays raw: %s", self.where, why)
+        self.landing = f"refused: {why}"
+        self._forget_result("its landing was refused")  # the same plan would be refused again
+        self.landed.set()
+
+    def rebind(self, session: MirroredSession, port: HostPort, results: ResultStore | None) -> None:
+        """The session was reopened (a new mirror entry, maybe a new shim connection): read that."""
+        self.session, self.port = session, port
+        if results is not None:
+            self.results = results

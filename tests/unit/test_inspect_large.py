@@ -20,13 +20,19 @@ from turn_memory.devtools.synthetic_log import SyntheticLog, write_synthetic_log
 SIZE = 105_000_000
 PEAK_LIMIT_MB = 200
 
-# run the CLI, then print the child's own peak RSS on stderr (ru_maxrss: KiB on Linux, bytes on macOS)
+# run the CLI, then print the child's own peak RSS on stderr. Linux: VmHWM, the peak of this
+# process image only (ru_maxrss would carry over the forked pytest parent's RSS across exec, so it
+# grows with whatever the suite ran before); elsewhere ru_maxrss (KiB, bytes on macOS).
 CHILD = """
 import resource, sys
 from turn_memory.cli import main
 code = main(sys.argv[1:])
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(f"PEAK_MB {peak / (1 << 20 if sys.platform == 'darwin' else 1 << 10):.1f}", file=sys.stderr)
+try:
+    hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    peak = int(hwm.split()[1]) / 1024
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10)
+print(f"PEAK_MB {peak:.1f}", file=sys.stderr)
 sys.exit(code)
 """
 

@@ -42,7 +42,7 @@ from turn_memory.host.dialect import Dialect, dialect_for_host
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import BridgeHostPort
-from turn_memory.memory_tools.catalog import context_sections, public_tools, worker_tools
+from turn_memory.memory_tools.catalog import context_sections, declared, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import ToolAnswer, WorkerRegistry
@@ -102,13 +102,13 @@ class Engine:
             + (config.compaction.workerTimeoutS if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
         try:
-            tools = self.public_tools.specs(config)
+            tools, sections = declared(config, self.public_tools, self.contexts)
         except PromptError as exc:
             raise RemoteError(ErrorInfo(code="prompt", message=str(exc))) from exc
         return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, dialect=dialect.name, elide=ELIDED,
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
                            preStepTimeoutMs=int(wait_s * 1000), publicTools=tools,
-                           contextSections=[c.name for c in self.contexts if c.enabled(config)],
+                           contextSections=sections,
                            snapshotSources=[dict(m) for m in dialect.snapshot_sources])
 
     # -- messages ----------------------------------------------------------------------

@@ -61,6 +61,10 @@ class TurnConfig(BaseModel):
     readLimitChars: int = Field(24000, ge=1000)
     #: wall-clock bound of one worker
     workerTimeoutS: float = Field(900.0, gt=0)
+    #: a completed turn smaller than this (DSH's token estimate of its surface nodes) gets
+    #: the no-op marker and no worker: compressing it would cost more than it saves (see
+    #: turns/eligibility.py; 0 compresses every turn the model answered)
+    minTurnTokens: int = Field(600, ge=0)
 
 
 class ThoughtHintsConfig(BaseModel):

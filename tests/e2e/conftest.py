@@ -27,7 +27,9 @@ def installed_template(host_runtime, tmp_path_factory) -> Path:
     """One DSH home per host with turn-memory installed (pnpm runs once per host per test session)."""
     root = tmp_path_factory.mktemp(f"dsh-template-{host_runtime.host}") / "home"
     home = DshHome(root, host_runtime, "http://127.0.0.1:9").create()
-    home.install_turn_memory()
+    # the scripted turns are a few hundred tokens, below the default turns.minTurnTokens:
+    # these tests are about compressing them (the policy's own test restores the default)
+    home.install_turn_memory("--set", "turns.minTurnTokens=0")
     return root
 
 

@@ -20,7 +20,7 @@ def sdk_home(host_runtime, fake, tmp_path) -> DshHome:
         pytest.skip(f"not applicable on DSH {host_runtime.version} ({host_runtime.host}): the official Python SDK "
                     "drives the 0.2 runtime only")
     home = DshHome(tmp_path / "home", host_runtime, fake.base_url, profile="sdk").create()
-    home.install_turn_memory()
+    home.install_turn_memory("--set", "turns.minTurnTokens=0")  # the scripted turns are tiny
     return home
 
 

@@ -37,7 +37,7 @@ def run(coro):
 
 
 def cfg(**hints) -> EngineConfig:
-    return EngineConfig.model_validate({"thoughtHints": {"minimumChars": 100, **hints}})
+    return EngineConfig.model_validate({"thoughtHints": {"minimumChars": 100, **hints}, "turns": {"minTurnTokens": 0}})
 
 
 def chunk_event(seq: int, turn: int, step: int, chunk: dict) -> dict:

@@ -24,7 +24,7 @@ from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.land import LandingError, land
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
-from turn_memory.turns import landing as landing_
+from turn_memory.turns import eligibility, landing as landing_
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
@@ -83,10 +83,11 @@ class TurnJob:
         if positions is None:
             return
         originals = original_nodes(self.session.log, positions)
-        if not any(o.role == "assistant" and o.text.strip() for o in originals):
-            # nothing the model said survives in the turn: no worker can produce a user -> assistant
-            # turn without inventing one (D-008); record "seen" with a content-identical marker
-            log.info("%s: no assistant transcript; no-op marker, no worker", self.where)
+        verdict = eligibility.decide(originals, map(self.session.log.message_of, positions), self.config)
+        if not verdict.eligible:
+            # a turn not worth a worker (or that no worker could rewrite, D-008) is recorded as
+            # seen with a content-identical marker: the model's requests do not change at all
+            log.info("%s: %s; no-op marker, no worker", self.where, verdict.reason)
             await self._land_now(lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
             return
         first = self.session.log.events[positions[0]]

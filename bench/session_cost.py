@@ -78,8 +78,9 @@ class Scenario:
 
     def describe(self) -> str:
         think = f", think {self.think_ms} ms" if self.think_ms else ", no think time"
-        return (f"{self.turns} tool turns × {self.calls} call(s) × ~{self.result_tokens} tok results + 1 closing turn; "
-                f"model {self.model}{think}")
+        turns = (f"{self.turns} tool turns × {self.calls} call(s) × ~{self.result_tokens} tok results" if self.calls
+                 else f"{self.turns} chat turns (no tool calls)")
+        return f"{turns} + 1 closing turn; model {self.model}{think}"
 
     def rewrite_tokens(self) -> int:
         return max(self.min_rewrite, int(self.rewrite_ratio * self.calls * self.result_tokens))
@@ -98,6 +99,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
              targets=(("latency", 1.05), ("cost", 1.0), ("final", 0.45))),
     Scenario("12x5", 12, 5, 1000, *REALISTIC, runs=1, targets=(("cost", 0.7),)),
     Scenario("30x1", 30, 1, 1000, *REALISTIC, runs=1, targets=(("cost", 0.7),)),
+    Scenario("12x0", 12, 0, 0, *REALISTIC, runs=1),  # chat turns: nothing a worker could shorten
     Scenario("3x1-instant", 3, 1, 1000, *INSTANT, runs=5, targets=(("wall", 1.15),)),
 )}
 DEFAULT_SCENARIOS = tuple(SCENARIOS)
@@ -185,8 +187,8 @@ def worker_reply(messages: Sequence[Mapping[str, Any]], tool_names: Iterable[str
     found = _TURN.search(prompt)
     ids = [m.group(1) for m in _NODE.finditer(prompt)]
     finish = {"name": "finish_turn_compression", "arguments": {}}
-    if not found or not ids or int(found.group(1)) > sc.turns:
-        return {"tool_calls": [finish]}
+    if not found or not ids or int(found.group(1)) > sc.turns or not sc.calls:
+        return {"tool_calls": [finish]}  # a chat turn is already as short as it usefully gets
     k = int(found.group(1))
     filler = (f"COMPRESSED-{k}: ran {sc.calls} case listing(s) for part {k}; every r{k} case passes; parse() "
               f"returns [] on empty input. ")
@@ -259,13 +261,24 @@ def analyse_requests(received: Sequence[Received], sc: Scenario, prices: pm.Pric
         m = re.match(r"Task (\d+):", r.last_user)
         if m and int(m.group(1)) not in first:
             first[int(m.group(1))] = r.text
-    raw_after = {lag: [k for k in range(1, sc.turns + 1) if k + lag in first and result_tag(k, 1) in first[k + lag]]
-                 for lag in (1, 2)}
+    raw_after = {lag: [k for k in range(1, sc.turns + 1) if sc.calls and k + lag in first
+                       and result_tag(k, 1) in first[k + lag]] for lag in (1, 2)}
     out["raw_in_next_first_request"] = raw_after[1]
     out["raw_two_turns_later"] = raw_after[2]
     out["wrong_replies"] = [f"{label} request answered by {r.source}" for r, label in zip(received, labels)
                             if (label == "agent" and not r.source.startswith("rule:agent"))
                             or (label == "worker" and r.source != "responder")]
+    return out
+
+
+def job_starts(received: Sequence[Received], events: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """Per turn: ms from its turn/end to its worker's first request (how late the job started)."""
+    ends = {e["data"]["turn"]: e["time"] for e in events if e.get("type") == "turn/end"}
+    out: dict[int, float] = {}
+    for r in received:
+        m = _TURN.search(r.last_user) if WORKER_TOOLS & set(r.tool_names) else None
+        if m and int(m.group(1)) in ends and int(m.group(1)) not in out:
+            out[int(m.group(1))] = r.time * 1e3 - ends[int(m.group(1))]
     return out
 
 
@@ -332,7 +345,8 @@ def run_once(template: Path, variant: str, sc: Scenario, runtime: Any, work: Pat
         if overrides:
             problems += [f"engine: {line}" for line in engine_problems(log_file)]
         out.update({"variant": variant, "wall_s": run.seconds, "turn_ms": [t.get("ms") for t in turns],
-                    "landed": landed_turns(events), "problems": problems})
+                    "landed": landed_turns(events), "job_start_ms": job_starts(received, events),
+                    "problems": problems})
         return out
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -402,6 +416,8 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
             "requests": {k: med(r["requests"].get(k, 0) for r in rs) for k in sorted({k for r in rs for k in r["requests"]})},
             "landed_worker": med(len(r["landed"]["worker"]) for r in rs),
             "landed_no_worker": med(len(r["landed"]["no_worker"]) for r in rs),
+            "job_start_turn1_ms": med(r["job_start_ms"].get(1) for r in rs),
+            "job_start_later_ms": med(v for r in rs for k, v in r["job_start_ms"].items() if k > 1),
             "raw_next": med(len(r["raw_in_next_first_request"]) for r in rs),
             "raw_two_later": med(len(r["raw_two_turns_later"]) for r in rs),
             "runs": len(rs),
@@ -419,6 +435,10 @@ def fmt_usd(v: float | None) -> str:
 
 def fmt_s(ms: float | None) -> str:
     return "—" if ms is None else f"{ms / 1e3:.2f} s"
+
+
+def fmt_ms(ms: float | None) -> str:
+    return "—" if ms is None else f"{ms:.0f} ms"
 
 
 def fmt_ratio(v: float | None) -> str:
@@ -451,14 +471,19 @@ def rows_for(sc: Scenario, s: Mapping[str, Any]) -> list[list[str]]:
         row("per-turn user latency (mean)", "latency", tm["turn_ms"], st["turn_ms"], fmt_s),
         row("whole-run wall time", "wall", None if tm["wall_s"] is None else tm["wall_s"] * 1e3,
             None if st["wall_s"] is None else st["wall_s"] * 1e3, fmt_s),
+        ["turn/end -> its worker's 1st request: turn 1 / later",
+         f"{fmt_ms(tm['job_start_turn1_ms'])} / {fmt_ms(tm['job_start_later_ms'])}", "—", "", "", ""],
         ["tool turns landed with a worker / no-op, no worker",
          f"{tm['landed_worker']:.0f}/{tool_turns} / {tm['landed_no_worker']:.0f}", "—", "", "", ""],
-        ["tool turns still raw in the next turn's 1st request", f"{tm['raw_next']:.0f}/{tool_turns}",
-         f"{st['raw_next']:.0f}/{tool_turns}", "", "", ""],
-        ["tool turns still raw two turns later", f"{tm['raw_two_later']:.0f}/{max(0, tool_turns - 1)}",
-         f"{st['raw_two_later']:.0f}/{max(0, tool_turns - 1)}", "", "0 (turn-memory)",
-         "ok" if tm["raw_two_later"] == 0 else "MISSED"],
     ]
+    if sc.calls:
+        rows += [
+            ["tool turns still raw in the next turn's 1st request", f"{tm['raw_next']:.0f}/{tool_turns}",
+             f"{st['raw_next']:.0f}/{tool_turns}", "", "", ""],
+            ["tool turns still raw two turns later", f"{tm['raw_two_later']:.0f}/{max(0, tool_turns - 1)}",
+             f"{st['raw_two_later']:.0f}/{max(0, tool_turns - 1)}", "", "0 (turn-memory)",
+             "ok" if tm["raw_two_later"] == 0 else "MISSED"],
+        ]
     return rows
 
 

@@ -30,7 +30,6 @@ from turn_memory.bridge.protocol import (
     WorkerToolParams,
 )
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
-from turn_memory.compaction.manual import compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
 from turn_memory.config import EngineConfig
@@ -144,6 +143,10 @@ class Engine:
         if method == "ping":
             assert isinstance(params, PingParams)
             return {"echo": params.echo}
+        if method in ("compact.now", "compact.region"):
+            # imported on first use: session compaction is a fifth of the engine's start-up imports,
+            # which run while DSH boots and turn 1 may already be under way
+            from turn_memory.compaction.manual import compact_now, compact_region
         if method == "compact.now":
             assert isinstance(params, CompactNowParams)
             session = self._session(params.sessionId)

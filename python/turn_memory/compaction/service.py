@@ -21,7 +21,6 @@ from typing import Any, Awaitable, Callable
 
 from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.bridge.server import RemoteError
-from turn_memory.compaction.manual import run_transaction
 from turn_memory.compaction.policy import Pressure, select_pressure_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
@@ -207,6 +206,9 @@ class CompactionService:
             return None
         try:
             async with session.job_lock:
+                # imported on first use: the segmented machinery is a fifth of the engine's start-up imports
+                from turn_memory.compaction.manual import run_transaction
+
                 return await run_transaction(session, port, config, agent, selection, None, turn, self._workers)
         except RemoteError as exc:  # closed cleanly with the error; the turn goes on
             log.warning("session %s turn %d: automatic compaction failed: %s", session.id, turn, exc.info.message)

@@ -7,9 +7,10 @@ Two parts, printed side by side in one table:
    1,000 surface nodes, every step the engine runs for one turn (build the original nodes,
    the pending marker, the editor and the fork prompt's catalog, a realistic worker edit
    sequence, the finish check, `plan_landing`, and the surface model's check of the plan);
-2. the real DSH 0.1.0-rc.8 with the scripted instant model: turn/end -> landed latency per
-   turn, and whole-run wall time with turn-memory installed vs stock `compaction-basic`,
-   with where the added time goes.
+2. each real DSH host (0.1.0-rc.8 and the official 0.2.1-rc.2 runtime; `--hosts`) with the
+   scripted instant model: turn/end -> landed latency per turn, and whole-run wall time with
+   turn-memory installed vs stock `compaction-basic` on the same host, with where the added
+   time goes.
 
 The exit status is non-zero when something failed to run (a DSH run that did not complete,
 a turn that did not land, a scripted reply spent on the wrong request, an engine error),
@@ -359,12 +360,12 @@ def analyse_run(variant: str, run: Any, events: list[dict[str, Any]], requests: 
     return out
 
 
-def bench_dsh(runs: int, warmup: int, keep: bool) -> dict[str, Any]:
+def bench_dsh(runs: int, warmup: int, keep: bool, host: str = "rc8") -> dict[str, Any]:
     from turn_memory.devtools.dsh_home import DshHome
     from turn_memory.devtools.fake_model import FakeModel
     from turn_memory.devtools.runtime import ensure_runtime
 
-    runtime = ensure_runtime()
+    runtime = ensure_runtime(host=host)
     tmp = Path(tempfile.mkdtemp(prefix="tm-bench-turns-"))
     try:
         setup_started = time.monotonic()
@@ -401,7 +402,7 @@ def bench_dsh(runs: int, warmup: int, keep: bool) -> dict[str, Any]:
                 problems += [f"{variant} run {i}: {p}" for p in result.pop("problems")]
                 results[variant].append(result)
         return {"setup_s": setup_s, "runs": runs, "warmup": warmup, "results": results, "problems": problems,
-                "node": str(runtime.node), "dsh": str(runtime.dsh)}
+                "node": str(runtime.node), "dsh": str(runtime.dsh), "version": runtime.version}
     finally:
         if keep:
             print(f"kept {tmp}", file=sys.stderr)
@@ -500,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=7, help="measured DSH runs per variant (default 7)")
     ap.add_argument("--warmup", type=int, default=1, help="unmeasured DSH runs per variant first (default 1)")
     ap.add_argument("--host-only", action="store_true", help="only part 1 (no DSH)")
+    ap.add_argument("--hosts", default="rc8,v021", help="real DSH hosts of part 2, comma-separated (default %(default)s)")
     ap.add_argument("--keep", action="store_true", help="keep the DSH homes and engine logs (path on stderr)")
     ap.add_argument("--json", action="store_true", help="print every number as JSON instead of the table")
     ap.add_argument("--worker-requests", type=int, choices=[1, 2], default=1,
@@ -513,14 +515,15 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[str] = []
 
     host = bench_host(args.reps)
-    dsh = summary = None
-    if not args.host_only:
+    dshs: dict[str, Any] = {}
+    summaries: dict[str, Any] = {}
+    for name in ([] if args.host_only else [h.strip() for h in args.hosts.split(",") if h.strip()]):
         try:
-            dsh = bench_dsh(args.runs, args.warmup, args.keep)
-            failures += dsh["problems"]
-            summary = summarise_dsh(dsh)
-        except Exception as exc:  # the DSH part could not run at all
-            failures.append(f"DSH part failed: {exc!r}")
+            dshs[name] = bench_dsh(args.runs, args.warmup, args.keep, name)
+            failures += [f"{name}: {p}" for p in dshs[name]["problems"]]
+            summaries[name] = summarise_dsh(dshs[name])
+        except Exception as exc:  # the DSH part could not run at all on this host
+            failures.append(f"DSH {name} part failed: {exc!r}")
 
     rows: list[dict[str, Any]] = []
     sizes = host["sizes"]
@@ -535,9 +538,9 @@ def main(argv: list[str] | None = None) -> int:
                      "ratio": f"{g['total'] / 10:.2f}×", "target": f"≤ {SUPERLINEAR:.0f}×",
                      "verdict": "ok (≈ linear)" if linear else
                      f"SUPERLINEAR: {g['worst_step']} {g['steps'][g['worst_step']]:.0f}×"})
-    if summary is not None:
+    for name, summary in summaries.items():
         tm_wall, st_wall = summary["wall_s"]["turn-memory"], summary["wall_s"]["stock"]
-        rows.append({"section": f"real DSH 0.1.0-rc.8, scripted instant model, worker in {WORKER_REQUESTS} request(s): {TOOL_TURNS} tool turns + 1 closing turn, "
+        rows.append({"section": f"real DSH {dshs[name]['version']} ({name}), scripted instant model, worker in {WORKER_REQUESTS} request(s): {TOOL_TURNS} tool turns + 1 closing turn, "
                                 f"{args.runs} runs per variant after {args.warmup} warm-up, alternating; median"})
         lat = summary["landing_ms"]
         rows.append({"metric": "turn/end -> landed (all turns)", "value": fmt_ms(lat),
@@ -575,8 +578,8 @@ def main(argv: list[str] | None = None) -> int:
                          "baseline": f"{fmt_ms(st_gap)} (stock)", "ratio": f"+{fmt_ms(w)}" if w >= 0 else f"-{fmt_ms(-w)}"})
 
     if args.json:
-        print(json.dumps({"machine": machine_info(), "load_before": load_before, "host": host, "dsh": dsh,
-                          "summary": summary,
+        print(json.dumps({"machine": machine_info(), "load_before": load_before, "host": host, "dsh": dshs,
+                          "summary": summaries,
                           "failures": failures, "total_s": time.monotonic() - started}, indent=2, default=str))
         return 1 if failures else 0
 
@@ -584,8 +587,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {machine_info()}{load}")
     if load_before is not None and load_before > 0.5 * (os.cpu_count() or 1):
         print("note: the machine was busy when the bench started; wall times are noisy (see bench/README.md)")
-    if dsh is not None:
-        print(f"dsh: {dsh['dsh']} (node {dsh['node']}); homes set up in {dsh['setup_s']:.1f} s")
+    for dsh in dshs.values():
+        print(f"dsh {dsh['version']}: {dsh['dsh']} (node {dsh['node']}); homes set up in {dsh['setup_s']:.1f} s")
     print("")
     print(table(rows))
     print("")
@@ -594,7 +597,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"host {n} nodes: {steps}")
     for key, g in host["growth"].items():
         print(f"host growth {key} per step: " + ", ".join(f"{k} {v:.1f}×" for k, v in g["steps"].items()))
-    if summary is not None:
+    for name, summary in summaries.items():
+        print(f"-- {name}")
         for k, segs in summary["segments_ms"].items():
             print(f"turn {k} landing, median segments: " + "; ".join(f"{n} {fmt_ms(v)}" for n, v in segs.items()))
         boot = summary["engine_ready_after_turn1_end_ms"]

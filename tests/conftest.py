@@ -7,3 +7,12 @@ def dsh_runtime():
     from turn_memory.devtools.runtime import ensure_runtime
 
     return ensure_runtime()
+
+
+@pytest.fixture(scope="session")
+def dsh_v021_modules():
+    """The real DSH 0.2.1-rc.2 host's `node_modules` (all `@deepseek-ai/*`), unpacked from the
+    cached PyPI runtime (installed on first use)."""
+    from turn_memory.devtools.runtime import ensure_runtime
+
+    return ensure_runtime(host="v021").node_modules

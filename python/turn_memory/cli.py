@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("turn_memory.demo", "add_demo_commands"),
     "inspect": ("turn_memory.inspection.command", "add_inspect_commands"),
     "doctor": ("turn_memory.doctor.command", "add_doctor_commands"),
+    "config": ("turn_memory.config", "add_config_commands"),
 }
 
 

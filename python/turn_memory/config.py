@@ -1,92 +1,99 @@
-"""The engine's policy configuration: every key of the plugin row's config except `engine`.
+"""The plugin row's configuration: every key, default, bound and description, in one place.
 
-Sent by the shim in the handshake and validated here, so a typo in a profile patch fails
-the handshake with a clear message instead of being silently ignored.
+`EngineConfig` is the single source of truth for the row's `config`:
+
+* the engine validates what the shim sends in the handshake against it (a refusal names
+  the bad key and the nearest valid one: `config_problems`);
+* `turn-memory install --set/--config-json` validates against it before writing anything;
+* `turn-memory doctor` runs the handshake with the profile's actual config;
+* the README's configuration table is `markdown_table()` (`turn-memory config --markdown`),
+  and a unit test keeps the two equal.
+
+The `engine` section is read by the JS shim before the engine exists (how to start it,
+timeouts); the shim keeps its own copy of those defaults (`shim-js/lib/defaults.js`, tested
+equal to `ShimConfig`) and sends the section along in the handshake, so a typo there is
+reported like any other.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import argparse
+import difflib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
-class CompactionConfig(BaseModel):
-    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery (D-005/6/11)."""
-
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    #: automatic compaction at pressure (the agent/pre-step hook)
-    auto: bool = True
-    #: compact when the measured context reaches this share of the routed model's window
-    thresholdRatio: float = Field(0.8, gt=0, lt=1)
-    #: keep at least this share of the window verbatim at the tail
-    retainRatio: float = Field(0.16, ge=0, lt=1)
-    #: complete turns `/compact` keeps verbatim after the checkpoint (fewer when the session is shorter)
-    retainTurns: int = Field(1, ge=0)
-    #: `workers`: segmented working checkpoint edited by forked workers (D-006);
-    #: `summary`: one summary request through DSH's llm service (cheaper, less structured)
-    method: Literal["workers", "summary"] = "workers"
-    #: token budget of one segment (a single larger turn is its own segment)
-    segmentTokens: int = Field(32000, ge=100)
-    #: consecutive workers without an accepted mutation before a segment fails
-    workerAttempts: int = Field(3, ge=1)
-    #: hard cap on workers per segment, progress or not
-    maxWorkers: int = Field(8, ge=1)
-    maxWorkerRequests: int = Field(32, ge=1)
-    workerTimeoutS: float = Field(900.0, gt=0)
-    #: pressure passes per pre-step before giving up on reaching the threshold
-    maxPasses: int = Field(3, ge=1)
-    #: characters of earlier working memory handed to the next segment's worker
-    handoffChars: int = Field(6000, ge=0)
-    readLimitChars: int = Field(24000, ge=1000)
-    #: output cap and timeout of the one-shot summary request (method `summary`)
-    maxTokens: int | None = Field(None, ge=1)
-    llmTimeoutS: float = Field(600.0, gt=0)
 
 
-class TurnConfig(BaseModel):
+class ShimConfig(_Section):
+    """How the JS shim starts and talks to the engine."""
+
+    command: list[str] = Field(["turn-memory", "serve"], min_length=1, description=(
+        "how the shim starts the engine (argv); `turn-memory install` records "
+        "`[<its python>, -m, turn_memory, serve]`"))
+    transport: Literal["auto", "ipc", "tcp"] = Field("auto", description=(
+        "`ipc` (socket in a private 0700 dir), `tcp` (127.0.0.1, random port), `auto` = ipc, tcp on Windows"))
+    logFile: str | None = Field(None, description="also append the engine's log (names session and turn) to this file")
+    startTimeoutMs: int = Field(20000, ge=0, description="how long `/compact` waits for an engine that is still booting")
+    hookTimeoutMs: int = Field(2000, ge=0, description=(
+        "timeout of per-step hook calls; on timeout the agent proceeds (fail open)"))
+    manualTimeoutMs: int = Field(600000, ge=0, description="timeout of one `/compact`")
+    restartDelayMs: int = Field(500, ge=0, description=(
+        "first restart delay after the engine dies (doubles until a handshake succeeds, max 30 s)"))
+    recycleAfterTimeouts: int = Field(3, ge=0, description=(
+        "consecutive timeouts after which a hung engine is restarted"))
+
+
+class TurnConfig(_Section):
     """Per-turn compression (design D-007, D-008)."""
 
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    #: consecutive workers without an accepted replacement before the job gives up
-    workerAttempts: int = Field(3, ge=1)
-    #: hard cap on workers per turn, progress or not: a job can never spin
-    maxWorkers: int = Field(8, ge=1)
-    #: model requests one worker may make before it is stopped (counts as no progress)
-    maxWorkerRequests: int = Field(24, ge=1)
-    #: how long the next turn's first request waits for this turn's landing, then proceeds raw
-    landingWaitS: float = Field(30.0, ge=0)
-    #: characters one read_turn_nodes call returns before paging
-    readLimitChars: int = Field(24000, ge=1000)
-    #: wall-clock bound of one worker
-    workerTimeoutS: float = Field(900.0, gt=0)
-    #: a completed turn smaller than this (DSH's token estimate of its surface nodes) gets
-    #: the no-op marker and no worker: compressing it would cost more than it saves (see
-    #: turns/eligibility.py; 0 compresses every turn the model answered)
-    minTurnTokens: int = Field(600, ge=0)
+    enabled: bool = Field(True, description="compress every completed turn of user sessions")
+    workerAttempts: int = Field(3, ge=1, description=(
+        "consecutive workers without an accepted edit before a turn is left raw"))
+    maxWorkers: int = Field(8, ge=1, description="hard cap on workers per turn, progress or not: a job never spins")
+    maxWorkerRequests: int = Field(24, ge=1, description=(
+        "model requests one worker may make before it is stopped (counts as no progress)"))
+    landingBarrier: bool = Field(False, description=(
+        "off: a finished compression lands at the first pre-step after it is ready and no request waits "
+        "for it; on: each turn's first request waits (`turns.landingWaitS`) for the previous turn's "
+        "compression, so it already carries that turn compressed"))
+    landingWaitS: float = Field(30.0, ge=0, description=(
+        "with `turns.landingBarrier`: how long a turn's first request waits for the previous turn's "
+        "compression, then proceeds raw (it lands at a later pre-step)"))
+    readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
+    workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
+    minTurnTokens: int = Field(600, ge=0, description=(
+        "a completed turn smaller than this (DSH's token estimate of its surface nodes) gets the no-op "
+        "marker and no worker: compressing it would cost more than it saves (0: every turn the model answered)"))
 
 
-class ThoughtHintsConfig(BaseModel):
+class ThoughtHintsConfig(_Section):
     """One-shot hint requests for long reasoning blocks, read by turn compression (D-014)."""
 
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    #: a reasoning block shorter than this (characters) gets no hint request
-    minimumChars: int = Field(2000, ge=1)
-    #: DSH llm route; unset: the provider/model the session itself last routed to
-    provider: str | None = None
-    model: str | None = None
-    #: set: call this OpenAI-compatible endpoint (e.g. `http://host:8000/v1`) with the
-    #: `openai` client instead of DSH's llm service; `model` is then required
-    baseUrl: str | None = None
-    #: name of the environment variable that holds the endpoint's key (preferred over apiKey)
-    apiKeyEnv: str | None = None
-    apiKey: str | None = None
-    #: output cap of one hint request
-    maxOutputTokens: int = Field(1024, ge=1)
-    #: bound of one hint request, and of the turn job's wait for its turn's hints
-    timeoutS: float = Field(60.0, gt=0)
+    enabled: bool = Field(True, description=(
+        "one-shot hint request per long reasoning block, read by that turn's compression"))
+    minimumChars: int = Field(2000, ge=1, description="a reasoning block shorter than this gets no hint")
+    provider: str | None = Field(None, description=(
+        "DSH llm route (provider) of the hint request; unset: the session's own route"))
+    model: str | None = Field(None, description=(
+        "DSH llm route (model) of the hint request, or the endpoint's model id with `thoughtHints.baseUrl`; "
+        "unset: the session's own route"))
+    baseUrl: str | None = Field(None, description=(
+        "call this OpenAI-compatible endpoint (`openai` client, e.g. `http://host:8000/v1`) instead of DSH's "
+        "llm service; needs `thoughtHints.model`"))
+    apiKeyEnv: str | None = Field(None, description=(
+        "name of the environment variable that holds the endpoint's key (preferred over `thoughtHints.apiKey`)"))
+    apiKey: str | None = Field(None, description="the endpoint's key, literally")
+    maxOutputTokens: int = Field(1024, ge=1, description="output cap of one hint")
+    timeoutS: float = Field(60.0, gt=0, description=(
+        "bound of one hint request and of the compression's wait for its turn's hints"))
 
     @model_validator(mode="after")
     def _endpoint_needs_model(self) -> "ThoughtHintsConfig":
@@ -95,29 +102,245 @@ class ThoughtHintsConfig(BaseModel):
         return self
 
 
-class SessionHistoryConfig(BaseModel):
-    """The public `read_session_history` tool (design D-017)."""
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    #: characters one read of a turn returns; a longer turn continues with `offset`
-    maxReadChars: int = Field(160000, ge=1000)
-class TurnContinuationConfig(BaseModel):
+class TurnContinuationConfig(_Section):
     """Long-turn hand-off (design D-013): milestone reminders and the continuation tool."""
 
-    model_config = ConfigDict(extra="forbid")
-    #: only in effect while per-turn compression is enabled
-    enabled: bool = True
-    #: remind at every multiple of this many open-turn nodes; the tool needs at least one
-    reminderIntervalNodes: int = Field(30, ge=1)
+    enabled: bool = Field(True, description=(
+        "long-turn reminders, the hand-off tool and its follow-up (needs `turns.enabled`)"))
+    reminderIntervalNodes: int = Field(30, ge=1, description=(
+        "remind at every multiple of this many nodes of the open turn; the tool needs one"))
 
 
-class EngineConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+class CompactionConfig(_Section):
+    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery (D-005/6/11)."""
+
+    auto: bool = Field(True, description="automatic compaction at pressure (in the pre-step)")
+    thresholdRatio: float = Field(0.8, gt=0, lt=1, description="pressure trigger, share of the routed model's context window")
+    retainRatio: float = Field(0.16, ge=0, lt=1, description="share of the window kept verbatim at the tail")
+    retainTurns: int = Field(1, ge=0, description=(
+        "complete turns `/compact` keeps verbatim after the checkpoint (fewer when the session is shorter)"))
+    method: Literal["workers", "summary"] = Field("workers", description=(
+        "`workers`: segmented working checkpoint edited by forked workers; `summary`: one summary request "
+        "through DSH's llm service (cheaper, less structured)"))
+    segmentTokens: int = Field(32000, ge=100, description="token budget of one segment (a larger turn is its own segment)")
+    workerAttempts: int = Field(3, ge=1, description=(
+        "per segment: consecutive workers without progress before the compaction fails"))
+    maxWorkers: int = Field(8, ge=1, description="hard cap on workers per segment, progress or not")
+    maxWorkerRequests: int = Field(32, ge=1, description="model requests one segment worker may make")
+    workerTimeoutS: float = Field(900.0, gt=0, description=(
+        "wall-clock bound of one segment worker (also bounds how long an automatic compaction holds a step)"))
+    rewriteWaitS: float = Field(30.0, ge=0, description=(
+        "how long a compaction that is about to run (at pressure, on overflow, `/compact`, compactRegion) waits "
+        "for the turn compression in flight before it selects its range; that turn's landing is refused if the "
+        "checkpoint took it"))
+    maxPasses: int = Field(3, ge=1, description="pressure passes per step before waiting for further growth")
+    handoffChars: int = Field(6000, ge=0, description=(
+        "characters of the working checkpoint written so far handed to the next segment's worker"))
+    readLimitChars: int = Field(24000, ge=1000, description=(
+        "characters of a segment's text one read returns (and a fresh worker's prompt carries) before paging"))
+    maxTokens: int | None = Field(None, ge=1, description=(
+        "output cap of the one-shot summary request (method `summary`); unset: the route's own"))
+    llmTimeoutS: float = Field(600.0, gt=0, description="timeout of the one-shot summary request (method `summary`)")
+
+
+class SessionHistoryConfig(_Section):
+    """The public `read_session_history` tool (design D-017)."""
+
+    enabled: bool = Field(True, description="offer `read_session_history` to the main agent")
+    maxReadChars: int = Field(160000, ge=1000, description=(
+        "characters one read of a turn returns; longer turns continue with `offset`"))
+
+
+class EngineConfig(_Section):
+    """The whole `config` of the `turn-memory` plugin row."""
+
+    engine: ShimConfig = Field(default_factory=ShimConfig)
     turns: TurnConfig = Field(default_factory=TurnConfig)
     thoughtHints: ThoughtHintsConfig = Field(default_factory=ThoughtHintsConfig)
-    sessionHistory: SessionHistoryConfig = Field(default_factory=SessionHistoryConfig)
     turnContinuation: TurnContinuationConfig = Field(default_factory=TurnContinuationConfig)
-    #: engine -> shim call timeout for plan application and flush
-    hostCallTimeoutS: float = Field(30.0, gt=0)
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig)
+    sessionHistory: SessionHistoryConfig = Field(default_factory=SessionHistoryConfig)
+    hostCallTimeoutS: float = Field(30.0, gt=0, description="engine→shim call timeout (apply, flush, measure)")
+
+
+# ---- keys ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str  # dotted, e.g. "turns.enabled"
+    default: Any
+    description: str
+
+
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def config_keys(model: type[BaseModel] = EngineConfig, prefix: str = "") -> Iterator[Key]:
+    """Every leaf key of the row config, in declaration order."""
+    for name, info in model.model_fields.items():
+        if _is_section(info.annotation):
+            yield from config_keys(info.annotation, f"{prefix}{name}.")
+        else:
+            assert info.description, f"{prefix}{name} has no description"
+            yield Key(prefix + name, info.get_default(call_default_factory=True), info.description)
+
+
+def _sections(model: type[BaseModel] = EngineConfig, prefix: str = "") -> Iterator[str]:
+    for name, info in model.model_fields.items():
+        if _is_section(info.annotation):
+            yield prefix + name
+            yield from _sections(info.annotation, f"{prefix}{name}.")
+
+
+# ---- validation with messages a user can act on -------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    key: str  # dotted key the problem is about ("" = the config as a whole)
+    message: str  # one clause that names the key
+    nearest: str | None = None  # for an unknown key: the closest valid one
+    value: Any = None  # the value given for the key
+
+
+class ConfigError(ValueError):
+    def __init__(self, problems: list[ConfigProblem]) -> None:
+        super().__init__("; ".join(p.message for p in problems))
+        self.problems = problems
+
+    def fix(self, profile: str = "NAME") -> str:
+        """The commands or edits that fix it, for the named profile."""
+        return config_fix(self.problems, profile)
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    return json.dumps(value)
+
+
+def nearest_key(key: str) -> str | None:
+    candidates = [k.name for k in config_keys()] + list(_sections())
+    found = difflib.get_close_matches(key, candidates, n=1, cutoff=0.6)
+    if not found:  # a typo in the section name: compare that part alone
+        head, _, _ = key.partition(".")
+        found = difflib.get_close_matches(head, list(_sections()), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def config_problems(data: Any) -> list[ConfigProblem]:
+    """What is wrong with a row config, one problem per bad key; [] when it is valid."""
+    try:
+        EngineConfig.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        return [_problem(error) for error in exc.errors(include_url=False)]
+    return []
+
+
+def _problem(error: Mapping[str, Any]) -> ConfigProblem:
+    key = ".".join(str(part) for part in error.get("loc", ()))
+    value = error.get("input")
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        nearest = nearest_key(key)
+        hint = f" (did you mean {nearest}?)" if nearest else " (`turn-memory config` lists every key)"
+        return ConfigProblem(key, f"unknown key {key}{hint}", nearest, value)
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return ConfigProblem(key, f"{key or 'the config'} must be a mapping of keys, got {value!r}", None, value)
+    message = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+    if key and not message.startswith(key):
+        message = f"{key}: {message} (got {value!r})"
+    return ConfigProblem(key, message, None, value)
+
+
+def check_config(data: Any) -> EngineConfig:
+    """The validated config, or ConfigError naming every bad key."""
+    problems = config_problems(data)
+    if problems:
+        raise ConfigError(problems)
+    return EngineConfig.model_validate(data if data is not None else {})
+
+
+def suggested_sets(problems: list[ConfigProblem]) -> str:
+    """`--set` options that say what each misspelled key most likely meant ("" if none)."""
+    leaves = {k.name for k in config_keys()}
+    return " ".join(f"--set {p.nearest}={_yaml_scalar(p.value)}" for p in problems
+                    if p.nearest in leaves and not isinstance(p.value, (dict, list)))
+
+
+def config_fix(problems: list[ConfigProblem], profile: str = "NAME") -> str:
+    """How to fix the problems: the edit, and the install command that writes a valid config."""
+    renames = [p for p in problems if p.nearest]
+    sets = suggested_sets(problems)
+    edit = "; ".join(f"rename {p.key} to {p.nearest}" for p in renames) or "correct " + ", ".join(
+        p.key or "the config" for p in problems)
+    install = f"turn-memory install --profile {profile}" + (f" {sets}" if sets else " --set KEY=VALUE")
+    return (f"{edit} in the turn-memory row's config (the profile's cordis.patch.yml), or re-run `{install}` "
+            "(install writes the row's whole config from its --set values); `turn-memory config` lists every key")
+
+
+# ---- the README's table -------------------------------------------------------------------
+
+TABLE_START = "<!-- config-table:start (generated by `turn-memory config --markdown`; do not edit) -->"
+TABLE_END = "<!-- config-table:end -->"
+
+
+def format_default(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "`[" + ", ".join(str(v) for v in value) + "]`"
+    return f"`{value}`"
+
+
+def markdown_table() -> str:
+    lines = ["| key | default | meaning |", "|---|---|---|"]
+    for key in config_keys():
+        lines.append(f"| `{key.name}` | {format_default(key.default)} | {key.description} |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_table(readme: str) -> str:
+    """`readme` with the text between the table markers replaced by the current table."""
+    start, end = readme.index(TABLE_START), readme.index(TABLE_END)
+    return readme[:start] + TABLE_START + "\n" + markdown_table() + readme[end:]
+
+
+# ---- `turn-memory config` ---------------------------------------------------------------
+
+
+def add_config_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="list every config key of the turn-memory row, with default and meaning",
+                       description="Every key `turn-memory install --set KEY=VALUE` accepts, its default and what it "
+                                   "does (the README's configuration table), from the one model the engine, the "
+                                   "installer and doctor validate with.")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="print the README's Markdown table (the default)")
+    fmt.add_argument("--json", action="store_true", help="print {key: default} as JSON")
+    fmt.add_argument("--write-readme", metavar="README", type=Path,
+                     help="rewrite the table between the config-table markers of this README")
+    p.set_defaults(func=_run_config)
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    if args.json:
+        print(json.dumps({k.name: k.default for k in config_keys()}, indent=2))
+    elif args.write_readme:
+        text = args.write_readme.read_text(encoding="utf-8")
+        args.write_readme.write_text(replace_table(text), encoding="utf-8")
+        print(f"wrote the configuration table into {args.write_readme}")
+    else:
+        print(markdown_table(), end="")
+    return 0

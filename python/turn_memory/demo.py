@@ -122,7 +122,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 print("      " + line)
         model = "your provider (DSH default route)" if use_user else "the embedded scripted model"
         print(f"[3/4] running a real DSH session on {model}: 5 turns, /compact, 1 more turn;")
-        print("      after each turn a forked worker rewrites it, landed before the next request")
+        print("      after each turn a forked worker rewrites it; it lands at the first step after it is ready")
         run = home.run(TASKS, timeout=args.timeout,
                        engine_overrides={"engine": {"logFile": str(root / "turn-memory-engine.log")}})
         for record in run.records:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from turn_memory import __version__
 from turn_memory.bridge.protocol import (
@@ -32,7 +32,7 @@ from turn_memory.bridge.protocol import (
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
-from turn_memory.config import EngineConfig
+from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
@@ -45,6 +45,9 @@ from turn_memory.memory_tools.catalog import context_sections, declared, public_
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import ToolAnswer, WorkerRegistry
+
+if TYPE_CHECKING:  # imported on first use (see on_call)
+    from turn_memory.compaction.manual import Rewrites
 
 log = logging.getLogger("turn_memory.engine")
 
@@ -89,16 +92,24 @@ class Engine:
             raise RemoteError(ErrorInfo(code="dialect", message=(
                 f"host checkpoint source {params.checkpointSource} does not match the {dialect.name} dialect")))
         try:
-            config = EngineConfig.model_validate(params.config)
-        except ValidationError as exc:
-            raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}")) from exc
+            config = check_config(params.config)
+        except ConfigError as exc:
+            # the key is named once, by the shim's line in DSH's log (this log goes there too)
+            log.warning("refused the handshake: the turn-memory row's config is invalid "
+                        "(see the shim's line; `turn-memory doctor` shows it)")
+            first = exc.problems[0]
+            raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}",
+                                        key=first.key, nearest=first.nearest, fix=exc.fix())) from exc
         self._peers[peer.identity] = (dialect, config)
         warm_up(config.thoughtHints)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
-        # the pre-step may hold the step for a landing wait and, at pressure, a whole compaction
-        # (as stock compaction-basic does); past that the shim lets the step go on without it
-        wait_s = 2.0 + (config.turns.landingWaitS if config.turns.enabled else 0.0) \
-            + (config.compaction.workerTimeoutS if config.compaction.auto else 0.0)
+        # the pre-step may hold the step for the opt-in landing barrier and, at pressure, the
+        # rewrite barrier plus a whole compaction (as stock compaction-basic does); past that
+        # the shim lets the step go on without it
+        barrier = config.turns.enabled and config.turns.landingBarrier
+        wait_s = 2.0 + (config.turns.landingWaitS if barrier else 0.0) \
+            + ((config.compaction.rewriteWaitS if config.turns.enabled else 0.0) + config.compaction.workerTimeoutS
+               if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
         try:
             tools, sections = declared(config, self.public_tools, self.contexts)
@@ -106,7 +117,7 @@ class Engine:
             raise RemoteError(ErrorInfo(code="prompt", message=str(exc))) from exc
         return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, dialect=dialect.name, elide=ELIDED,
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
-                           preStepTimeoutMs=int(wait_s * 1000), publicTools=tools,
+                           preStepTimeoutMs=int(wait_s * 1000), bootWait=barrier, publicTools=tools,
                            contextSections=sections,
                            snapshotSources=[dict(m) for m in dialect.snapshot_sources])
 
@@ -144,19 +155,20 @@ class Engine:
             assert isinstance(params, PingParams)
             return {"echo": params.echo}
         if method in ("compact.now", "compact.region"):
-            # imported on first use: session compaction is a fifth of the engine's start-up imports,
-            # which run while DSH boots and turn 1 may already be under way
+            # imported on first use: serving turns does not need it, and the engine's start-up
+            # imports compete with DSH's own boot and turn 1 for the CPU
             from turn_memory.compaction.manual import compact_now, compact_region
         if method == "compact.now":
             assert isinstance(params, CompactNowParams)
             session = self._session(params.sessionId)
             return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
-                               self.workers)
+                               self.workers, self._rewrites(session, None, peer))
         if method == "compact.region":
             assert isinstance(params, CompactRegionParams)
             session = self._session(params.sessionId)
+            # DSH chose the range: land nothing that would move it, only wait for the rewrite
             return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                                  params.start, params.end, self.workers)
+                                  params.start, params.end, self.workers, self._rewrites(session, None, peer))
         if method == "turn.preStep":
             assert isinstance(params, PreStepParams)
             session = self.mirror.get(params.sessionId)
@@ -174,7 +186,7 @@ class Engine:
             session = self._session(params.sessionId)
             port = self._port(peer)
             return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
-                                             params.agentOptions)
+                                             params.agentOptions, self._rewrites(session, "open", peer))
         if method == "compact.overflow":
             assert isinstance(params, OverflowParams)
             session = self._session(params.sessionId)
@@ -182,11 +194,13 @@ class Engine:
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
+        # lands what is ready; waits only with the opt-in landing barrier
         await self.turns.pre_step(session, params.turn, params.step, config)
-        # never read the surface while a turn rewrite may still replace part of it (D-005)
-        if config.compaction.auto and await self.turns.barrier(session.id, config.turns.landingWaitS):
+        if config.compaction.auto:
+            # measures the surface as it is; waits for the rewrite in flight only when it compacts
             port = self._port(session.peer)
-            await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions)
+            await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
+                                           self._rewrites(session, params.turn, session.peer))
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
                                        for c in self.contexts if c.enabled(config)})
 
@@ -203,7 +217,7 @@ class Engine:
 
     async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
         retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),
-                                               params.agentOptions)
+                                               params.agentOptions, self._rewrites(session, params.turn, peer))
         return {"retry": retry}
 
     # -- helpers -----------------------------------------------------------------------
@@ -213,6 +227,20 @@ class Engine:
             raise RemoteError(ErrorInfo(code="unknown-session", manual="busy",
                                         message=f"session {session_id} is not mirrored yet"))
         return session
+
+    def _rewrites(self, session: MirroredSession, open_turn: int | Literal["open"] | None, peer: Peer) -> Rewrites:
+        """The session's turn-rewrite barrier for a compaction about to select its range (D-005).
+
+        `open_turn`: the turn whose pre-step lands what is ready first; "open": whichever turn
+        is open when the barrier is entered; None: land nothing (the range must not move).
+        """
+        wait_s = self._config(peer).compaction.rewriteWaitS
+
+        def enter() -> AsyncContextManager[None]:
+            turn = lifecycle_state(session.log.events).open_turn if open_turn == "open" else open_turn
+            return self.turns.rewrite_barrier(session, turn, wait_s)
+
+        return enter
 
     def _config(self, peer: Peer) -> EngineConfig:
         return self._peers[peer.identity][1]

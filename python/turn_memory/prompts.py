@@ -8,10 +8,10 @@ on every render: an edited prompt takes effect on the next job without a restart
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Mapping
+
+from turn_memory.resources import ResourceError, prompts_dir
 
 _IF = re.compile(r"\{\{#if ([A-Za-z_][A-Za-z0-9_]*)\}\}(.*?)\{\{/if\}\}", re.S)
 _VAR = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
@@ -19,15 +19,6 @@ _VAR = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
 
 class PromptError(ValueError):
     pass
-
-
-def prompts_dir() -> Path:
-    """`$TURN_MEMORY_PROMPTS`, else the repo's `prompts/` (editable install), else the packaged copy."""
-    env = os.environ.get("TURN_MEMORY_PROMPTS")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[2] / "prompts"
-    return repo if repo.is_dir() else Path(__file__).resolve().parent / "prompts"
 
 
 def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
@@ -58,22 +49,25 @@ def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] |
     return _VAR.sub(variable, out)
 
 
-def render_prompt(name: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
-    path = prompts_dir() / f"{name}.md"
+def _read(name: str) -> str:
     try:
-        template = path.read_text(encoding="utf-8")
+        path = prompts_dir() / f"{name}.md"
+    except ResourceError as exc:
+        raise PromptError(str(exc)) from exc
+    try:
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PromptError(f"cannot read prompt {path}: {exc}") from exc
+
+
+def render_prompt(name: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
+    template = _read(name)
     return render(template, values, flags).strip() + "\n"
 
 
 def prompt_sections(name: str) -> dict[str, str]:
     """A prompt file split at `## heading` lines: {heading: body}. Read fresh each call."""
-    path = prompts_dir() / f"{name}.md"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PromptError(f"cannot read prompt {path}: {exc}") from exc
+    text = _read(name)
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():

@@ -14,6 +14,7 @@ export class EngineCallError extends Error {
     super(info?.message ?? 'engine call failed');
     this.code = info?.code ?? 'internal';
     this.manual = info?.manual;
+    this.fix = info?.fix; // a refused handshake: how to fix it, in the engine's words
   }
 }
 

@@ -59,7 +59,6 @@ export class EngineProcess {
     createInterface({ input: child.stdout }).on('line', (line) => {
       // a READY from an engine we already stopped or replaced must not open a socket
       if (line.startsWith(READY) && this.#child === child && !this.#stopped) {
-        this.#attempt = 0;
         this.opts.onReady(line.slice(READY.length).trim(), secret);
       }
     });
@@ -80,6 +79,14 @@ export class EngineProcess {
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => this.start(), delay);
     this.#restartTimer.unref?.();
+  }
+
+  /**
+   * The engine completed its handshake: the next crash restarts after the first delay again.
+   * Not on READY: an engine that boots and then fails its handshake must back off too.
+   */
+  healthy() {
+    this.#attempt = 0;
   }
 
   /** Kill a hung engine; the exit handler restarts it. */

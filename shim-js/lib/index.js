@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { CompactionEngine, ManualCompactionError } from '@deepseek-ai/dsh-compaction';
 
 import { Bridge, EngineCallError } from './bridge.js';
+import { ENGINE_DEFAULTS } from './defaults.js';
 import { EngineProcess } from './engine-process.js';
 import { HostOps } from './host-ops.js';
 import { probeHost } from './host-probe.js';
@@ -14,17 +15,6 @@ import { PublicTools, routeOf } from './public-tools.js';
 import { Workers, isWorker } from './workers.js';
 
 export const name = 'dsh-turn-memory';
-
-const DEFAULTS = {
-  command: ['turn-memory', 'serve'],
-  transport: 'auto',
-  startTimeoutMs: 20000,
-  hookTimeoutMs: 2000,
-  manualTimeoutMs: 600000,
-  restartDelayMs: 500,
-  // consecutive call timeouts after which a live-but-silent engine is restarted
-  recycleAfterTimeouts: 3,
-};
 
 /** Standard Schema (what cordis validates row config with), without a schema library. */
 const Config = {
@@ -55,7 +45,7 @@ const Config = {
       }
       if (issues.length) return { issues };
       // Everything but `engine` is the engine's own policy config, validated in Python.
-      return { value: { ...config, engine: { ...DEFAULTS, ...engine } } };
+      return { value: { ...config, engine: { ...ENGINE_DEFAULTS, ...engine } } };
     },
   },
 };
@@ -78,13 +68,23 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _waiters = [];
   _skipSubagents = true;
   _preStepTimeoutMs = 2000;
+  // why the engine refused the handshake; set: turn-memory is off for this plugin instance
+  _refused = undefined;
+  // does a pre-step wait for a booting engine? Only with the landing barrier: the last
+  // handshake's word, and before the first one the row's own setting (the engine default is off)
+  _bootWait = false;
 
   constructor(ctx, config = {}) {
     super(ctx);
-    const { engine, ...policy } = Config['~standard'].validate(config).value ?? { engine: DEFAULTS };
+    const { engine, ...policy } = Config['~standard'].validate(config).value ?? { engine: ENGINE_DEFAULTS };
     this.settings = engine;
+    this._bootWait = policy.turns?.landingBarrier === true && policy.turns?.enabled !== false;
     const { checkpointSource, ...host } = probeHost();
-    this.hello = { dshVersion: hostVersion(), host, pid: process.pid, checkpointSource, config: policy };
+    this.hello = {
+      dshVersion: hostVersion(), host, pid: process.pid, checkpointSource,
+      // the whole row config, `engine` included: the engine validates every key (a typo refuses the handshake)
+      config: { ...policy, engine: { ...engine, command: [...engine.command] } },
+    };
     this.bridge = new Bridge({
       onCall: (method, params, payload, io) => this.host.handle(method, params, payload, io),
       beforeSend: () => this.mirror.flush(),
@@ -94,9 +94,12 @@ export default class TurnMemoryEngine extends CompactionEngine {
     this.mirror = new Mirror(this.bridge);
     this.workers = new Workers(ctx, this.mirror, (method, params) => this._call(method, params, { timeoutMs: this.settings.hookTimeoutMs }));
     this.host = new HostOps(ctx, this.mirror, this.workers);
-    this.publicTools = new PublicTools(ctx, (method, params) => this._call(method, params, {
-      timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness(),
-    }));
+    // a memory tool called while the engine boots waits for it (bounded): the call cannot be
+    // answered otherwise, and no step waits for a booting engine any more
+    this.publicTools = new PublicTools(ctx, async (method, params) => {
+      await this._whenStarted();
+      return this._call(method, params, { timeoutMs: this.settings.manualTimeoutMs, liveness: this._liveness() });
+    });
     this.process = new EngineProcess({
       command: engine.logFile ? [...engine.command, '--log-file', engine.logFile] : engine.command,
       transport: engine.transport,
@@ -115,8 +118,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
     });
     ctx.on('agent/pre-step', async (payload, next) => {
       const { agent, turn, step, signal } = payload;
-      // an engine still booting may hold the previous turn's landing: worth a bounded wait
-      if (turn > 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
+      // an engine still booting may hold the previous turn's landing: worth a bounded wait only
+      // when the engine makes each turn's first request wait for it (else it lands later)
+      if (this._bootWait && turn > 1 && step === 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
       const tracked = this.mirror.entry(agent.session.id)?.agent === agent;
       if (tracked) this.publicTools.setContexts(agent, {});
       if (this.bridge.ready && tracked && !signal.aborted) {
@@ -168,12 +172,33 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this._skipSubagents = result?.skipSubagents ?? true;
       this.workers.snapshotSources = result?.snapshotSources ?? [];
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
+      this._bootWait = result?.bootWait ?? false;
       this._timeouts = 0;
+      this.process.healthy(); // only now may the restart backoff start over
       this.publicTools.configure(result ?? {}, [...this.mirror.tracked.values()].map((e) => e.agent));
       this.ctx.logger.info(`turn-memory engine ready (${result?.dialect} dialect, DSH ${this.hello.dshVersion})`);
       this.mirror.resetAll();
       for (const wake of this._waiters.splice(0)) wake();
     } catch (error) {
+      if (error instanceof EngineCallError) {
+        // The engine answered with a refusal (a bad config key, a dialect or protocol
+        // mismatch): a restart would be refused the same way. Say it once, stop the engine,
+        // keep the agent running without it. The config is read when DSH constructs this
+        // plugin, so only a new construction (a changed row, a DSH restart) starts it again.
+        this._refused = `${error.message}${error.fix ? `; fix: ${error.fix}` : ''}`;
+        const line = `turn-memory is off: the engine refused the handshake (${error.code}): ${this._refused}. `
+          + 'It is not restarted until this config changes; the agent runs without turn-memory.';
+        this.ctx.logger.warn(line);
+        // DSH keeps plugin logs in memory only (no exporter in headless mode); a setting that
+        // silently switches turn-memory off must reach the user, once, as DSH's own warnings do
+        process.stderr.write(`${line}\n`);
+        this.bridge.close('refused');
+        this.process.stop();
+        // tools only the engine can answer are withdrawn (and not pre-registered on the next start)
+        this.publicTools.configure({}, [...this.mirror.tracked.values()].map((e) => e.agent));
+        for (const wake of this._waiters.splice(0)) wake();
+        return;
+      }
       this.ctx.logger.warn(`turn-memory engine handshake failed: ${error.message}; continuing without it`);
       this.process.recycle('failed its handshake');
     }
@@ -244,6 +269,9 @@ export default class TurnMemoryEngine extends CompactionEngine {
   async _manual(agent, signal, sourceCommandId) {
     const sessionId = agent.session.id;
     await this._whenStarted();
+    if (this._refused) {
+      throw new ManualCompactionError('busy', `turn-memory is off: the engine refused its config (${this._refused}); the conversation is unchanged`);
+    }
     if (!this.bridge.ready) {
       throw new ManualCompactionError('busy', 'the turn-memory engine is unavailable (it is starting or restarting); the conversation is unchanged');
     }

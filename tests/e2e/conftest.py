@@ -11,7 +11,10 @@ import pytest
 
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
-from turn_memory.devtools.runtime import HOSTS, Runtime, ensure_runtime
+from turn_memory.devtools.runtime import HOSTS, Runtime, default_cache_dir, ensure_runtime
+from wheel_venv import WheelVenv, build_wheel, install_into_fresh_venv
+
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 
@@ -23,13 +26,29 @@ def host_runtime(request) -> Runtime:
 
 
 @pytest.fixture(scope="session")
-def installed_template(host_runtime, tmp_path_factory) -> Path:
+def installed_wheel_venv(tmp_path_factory) -> WheelVenv:
+    """turn-memory as users get it: the wheel (built once per source digest) in a fresh venv
+    outside the checkout. Its `turn-memory` is what the e2e tests run."""
+    wheel, sdist, build_s = build_wheel(CHECKOUT, default_cache_dir())
+    return install_into_fresh_venv(wheel, sdist, tmp_path_factory.mktemp("wheel-venv") / "venv", build_s)
+
+
+@pytest.fixture(scope="session")
+def tm_cli(installed_wheel_venv) -> str:
+    """The installed `turn-memory` executable."""
+    return str(installed_wheel_venv.cli)
+
+
+@pytest.fixture(scope="session")
+def installed_template(host_runtime, tmp_path_factory, tm_cli) -> Path:
     """One DSH home per host with turn-memory installed (pnpm runs once per host per test session)."""
     root = tmp_path_factory.mktemp(f"dsh-template-{host_runtime.host}") / "home"
     home = DshHome(root, host_runtime, "http://127.0.0.1:9").create()
     # the scripted turns are a few hundred tokens, below the default turns.minTurnTokens:
-    # these tests are about compressing them (the policy's own test restores the default)
-    home.install_turn_memory("--set", "turns.minTurnTokens=0")
+    # these tests are about compressing them (the policy's own test restores the default).
+    # The installer seeds the shim's declarations cache: turn 1's first request offers the
+    # memory tools without a warm-up boot
+    home.install_turn_memory("--set", "turns.minTurnTokens=0", cli=tm_cli)
     return root
 
 

@@ -42,3 +42,10 @@ def text_of(message: dict[str, Any]) -> str:
 
 def turn_tasks(n: int) -> list[str]:
     return [f"Step {i + 1}: " + "please inspect the parser module and report what you find. " * 6 for i in range(n)]
+
+
+def engine_connected(engine_log) -> dict[str, Any]:
+    """A driver task: wait until the engine (run with `engine.logFile` = engine_log) has
+    answered the shim's handshake. A booting engine holds no step, so a test whose point
+    needs the engine at a given step waits for it explicitly."""
+    return {"waitFile": str(engine_log), "contains": "shim connected", "timeoutMs": 30000}

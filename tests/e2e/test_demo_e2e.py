@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_compresses_turns_and_compacts(tmp_path, host_runtime):
-    out = subprocess.run([sys.executable, "-m", "turn_memory", "demo", "--host", host_runtime.host,
-                          "--home", str(tmp_path / "home"), "--json"], capture_output=True, text=True, timeout=300)
+def test_demo_compresses_turns_and_compacts(tmp_path, host_runtime, tm_cli):
+    out = subprocess.run([tm_cli, "demo", "--host", host_runtime.host, "--home", str(tmp_path / "home"), "--json"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert f"host: DSH {host_runtime.version}" in out.stdout
     assert "turn 1: landed (5 -> 2 nodes" in out.stdout

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 
 pytestmark = pytest.mark.e2e
 
 
-def doctor(home, *extra: str) -> tuple[int, dict]:
-    proc = subprocess.run([sys.executable, "-m", "turn_memory", "doctor", "--dsh-home", str(home.root),
-                           "--dsh", str(home.runtime.dsh), "--json", *extra],
-                          env=home.env(), capture_output=True, text=True, timeout=300)
+def doctor(cli: str, home, *extra: str) -> tuple[int, dict]:
+    proc = subprocess.run([cli, "doctor", "--dsh-home", str(home.root), "--dsh", str(home.runtime.dsh), "--json", *extra],
+                          cwd=home.workspace, env=home.env(), capture_output=True, text=True, timeout=300)
     return proc.returncode, {f["check"]: f for f in json.loads(proc.stdout)["findings"]}
 
 
-def test_doctor_on_an_installed_profile_then_after_uninstall(home):
-    code, found = doctor(home, "--profile", "tm")
+def test_doctor_on_an_installed_profile_then_after_uninstall(home, tm_cli):
+    code, found = doctor(tm_cli, home, "--profile", "tm")
     assert code == 0, found
     assert found["node"]["status"] == "ok" and "v22." in found["node"]["detail"]
     dsh = found["dsh"]
@@ -28,10 +26,10 @@ def test_doctor_on_an_installed_profile_then_after_uninstall(home):
     assert found["profile tm: engine command"]["status"] == "ok"
     assert found["bridge round trip"]["status"] == "ok", found["bridge round trip"]
 
-    subprocess.run([sys.executable, "-m", "turn_memory", "uninstall", "--profile", "tm", "--dsh-home", str(home.root),
-                    "--dsh", str(home.runtime.dsh)], env=home.env(), capture_output=True, text=True, timeout=300,
-                   check=True)
-    code, found = doctor(home, "--profile", "tm", "--no-bridge")
+    subprocess.run([tm_cli, "uninstall", "--profile", "tm", "--dsh-home", str(home.root),
+                    "--dsh", str(home.runtime.dsh)], cwd=home.workspace, env=home.env(), capture_output=True, text=True,
+                   timeout=300, check=True)
+    code, found = doctor(tm_cli, home, "--profile", "tm", "--no-bridge")
     live = found["profile tm: live engine"]
     assert code == 1 and live["status"] == "fail" and "compaction-basic is live" in live["detail"]
     assert live["fix"] == "turn-memory install --profile tm"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +29,16 @@ FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1"
 FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
 
 
-def inspect_json(path: Path) -> tuple[int, dict[str, Any]]:
-    proc = subprocess.run([sys.executable, "-m", "turn_memory", "inspect", "--json", str(path)],
-                          capture_output=True, text=True, timeout=120)
+def inspect_json(cli: str, path: Path) -> tuple[int, dict[str, Any]]:
+    proc = subprocess.run([cli, "inspect", "--json", str(path)], capture_output=True, text=True, timeout=120,
+                          cwd=path.parent)
     return proc.returncode, json.loads(proc.stdout)
 
 
-def assert_agrees(home, path: Path) -> dict[str, Any]:
+def assert_agrees(home, cli: str, path: Path) -> dict[str, Any]:
     """Everything inspect reports, recomputed from the log's own events."""
     _, events = read_session_log(path)
-    code, report = inspect_json(path)
+    code, report = inspect_json(cli, path)
     assert code == 0 and report["whole"] and report["damage"] == [] and report["inconsistencies"] == []
     assert report["log"]["events"] == len(events)
     started = [e["data"]["turn"] for e in events if e["type"] == "turn/start"]
@@ -66,21 +65,22 @@ def assert_agrees(home, path: Path) -> dict[str, Any]:
     return report
 
 
-def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake):
+def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake, tm_cli):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
     run = home.run(["Please fix the parser: empty input crashes it.", "Second task: add a regression test.",
-                    {"sleepMs": 1500}])  # time for turn 2's pending marker
+                    {"sleepMs": 1500}],  # time for turn 2's pending marker
+                   engine_overrides={"turns": {"landingBarrier": True}})  # turn 1 lands in turn 2's first step
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     path = session_log_for(home.root / "sessions", run.session_id)
     assert path.name == {"rc8": "session.jsonl.zstd", "v021": "session.v4.jsonl.zstd"}[home.host]
-    report = assert_agrees(home, path)
+    report = assert_agrees(home, tm_cli, path)
     first = report["turns"][0]
     assert first["state"] == "compressed" and first["after"]["nodes"] == 2 < first["before"]["nodes"]
     assert report["savings"]["tokens"] > 0
 
 
-def test_inspect_agrees_with_a_plain_log_with_a_checkpoint(home, fake):
+def test_inspect_agrees_with_a_plain_log_with_a_checkpoint(home, fake, tm_cli):
     for i in range(3):
         fake.push("turn", f"Answer {i}: the parser tokenizes input.")
     fake.push("compaction", "SUMMARY-CHECKPOINT: the parser tokenizes; no tests yet.")
@@ -90,7 +90,7 @@ def test_inspect_agrees_with_a_plain_log_with_a_checkpoint(home, fake):
     assert run.commands()[0]["result"]["kind"] == "success", run.commands()
     path = session_log_for(home.root / "sessions", run.session_id)
     assert path.name == {"rc8": "session.jsonl", "v021": "session.v4.jsonl"}[home.host]
-    report = assert_agrees(home, path)
+    report = assert_agrees(home, tm_cli, path)
     (checkpoint,) = report["checkpoints"]
     # /compact keeps the last complete turn verbatim (compaction.retainTurns = 1)
     assert checkpoint["current"] and checkpoint["shadowed"]["turns"] == [1, 1]

@@ -84,7 +84,8 @@ def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(ho
                                           {"role": "user", "content": f"COMPRESSED-USER: screenshot {MARKER}"}]}}]},
                                       FINISH])
     fake.add_rule(IS_WORKER, reply="nothing to do", times="always")  # later turns stay raw
-    run = home.run([task, "What colour was the square? Look again."])
+    # the landing barrier: turn 2's first request already carries turn 1 compressed
+    run = home.run([task, "What colour was the square? Look again."], engine_overrides={"turns": {"landingBarrier": True}})
     assert run.returncode == 0, (run.records, run.stderr[-3000:])
     first = run.tasks()[0]
     assert first["image"]["attachmentId"] == SHOT and first["image"]["name"] == "shot.png"
@@ -126,7 +127,7 @@ def test_read_memory_image_on_a_text_only_model_is_refused(home, fake):
     fake.push("turn", "I see a red square. IMAGE-SEEN", "Noted. SECOND-DONE")
     fake.add_rule(IS_WORKER, replies=[fold(f"COMPRESSED-USER: screenshot {MARKER}"), FINISH])
     fake.add_rule(IS_WORKER, reply="nothing to do", times="always")
-    run = home.run([task, "Thanks."])
+    run = home.run([task, "Thanks."], engine_overrides={"turns": {"landingBarrier": True}})  # turn 1 lands in turn 2
     assert run.returncode == 0, (run.records, run.stderr[-3000:])
     seen = len(fake.requests)
 

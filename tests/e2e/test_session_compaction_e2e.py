@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import reload, text_of, transactions
+from helpers import engine_connected, reload, text_of, transactions
 from turn_memory.host.surface import SessionLog
 
 pytestmark = pytest.mark.e2e
@@ -73,11 +73,13 @@ def test_pressure_compacts_before_the_window_fills(home, fake):
     reload(home, home.session_log(run.session_id)[1])
 
 
-def test_one_overflow_compacts_and_replays_the_request_once(home, fake):
+def test_one_overflow_compacts_and_replays_the_request_once(home, fake, tmp_path):
     long_answers(fake, 2)
     fake.push("turn", {"context_overflow": True}, "Answer after recovery. THIRD-DONE")
     session_workers(fake)
-    run = home.run(questions(3), engine_overrides=NO_TURN_WORKERS)
+    engine_log = tmp_path / "engine.log"  # the overflow needs the engine up by turn 3
+    run = home.run([engine_connected(engine_log), *questions(3)],
+                   engine_overrides={**NO_TURN_WORKERS, "engine": {"logFile": str(engine_log)}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 3
     assert "THIRD-DONE" in run.tasks()[2]["text"]
@@ -90,11 +92,13 @@ def test_one_overflow_compacts_and_replays_the_request_once(home, fake):
     reload(home, events)
 
 
-def test_a_second_overflow_in_the_same_turn_keeps_the_provider_error(home, fake):
+def test_a_second_overflow_in_the_same_turn_keeps_the_provider_error(home, fake, tmp_path):
     long_answers(fake, 2)
     fake.push("turn", {"context_overflow": True}, {"context_overflow": True}, "never sent")
     session_workers(fake)
-    run = home.run(questions(3), engine_overrides=NO_TURN_WORKERS)
+    engine_log = tmp_path / "engine.log"  # the overflow needs the engine up by turn 3
+    run = home.run([engine_connected(engine_log), *questions(3)],
+                   engine_overrides={**NO_TURN_WORKERS, "engine": {"logFile": str(engine_log)}})
     reasons = [t["reason"]["kind"] for t in run.tasks()]
     assert reasons == ["completed", "completed", "error"], run.records
     assert "CONTEXT_WINDOW_EXCEEDED" in str(run.tasks()[2]["reason"])

@@ -38,7 +38,8 @@ def test_agent_reads_back_a_compressed_turn_with_reasoning_and_searches_only_its
 
     # another session, with a fact of its own
     fake.push("turn", f"Noted: {OTHER_SECRET}.", "Fine.")
-    other = home.run([f"Remember {OTHER_SECRET} please.", "Thanks."])  # turn 2 waits for the engine
+    # with the landing barrier turn 2 waits for the engine, whose handshake caches the declarations
+    other = home.run([f"Remember {OTHER_SECRET} please.", "Thanks."], engine_overrides={"turns": {"landingBarrier": True}})
     assert other.returncode == 0, (other.records, other.stderr[-2000:])
 
     before = len(fake.requests)
@@ -46,7 +47,9 @@ def test_agent_reads_back_a_compressed_turn_with_reasoning_and_searches_only_its
               {"reasoning": f"Let me think. {SECRET}. That settles it.", "text": "Worked it out."},
               call({}), call({"turn": 1}), call({"query": "flux capacitor"}), call({"query": OTHER_SECRET}),
               call({"turn": 9}), "All read. DONE")
-    run = home.run(["What power does the device need?", "Check what you found earlier."])
+    # the landing barrier: turn 2's first request already carries turn 1 compressed
+    run = home.run(["What power does the device need?", "Check what you found earlier."],
+                   engine_overrides={"turns": {"landingBarrier": True}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed", "completed"]
 

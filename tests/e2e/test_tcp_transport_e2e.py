@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 import zmq
@@ -46,10 +45,11 @@ def _ask(endpoint: str, *frames: bytes) -> dict:
         sock.close()
 
 
-def test_client_without_the_secret_is_refused():
+def test_client_without_the_secret_is_refused(installed_wheel_venv, tmp_path):
     env = {**os.environ, "TURN_MEMORY_SECRET": "s3cret-for-this-run"}
-    engine = subprocess.Popen([sys.executable, "-m", "turn_memory", "serve", "--transport", "tcp"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+    engine = subprocess.Popen([str(installed_wheel_venv.python), "-m", "turn_memory", "serve", "--transport", "tcp"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True,
+                              cwd=tmp_path)
     try:
         ready = engine.stdout.readline().split()
         assert ready[0] == "TURN_MEMORY_READY" and ready[1].startswith("tcp://127.0.0.1:")

@@ -23,8 +23,10 @@ TASK = "The tokenizer loses the last token of a file. Find out why and fix it. "
 THOUGHT = ("Hypothesis: the tokenizer drops the trailing token when the input does not end with a newline. "
            "Ruled out the parser: its unit tests pass on the same input. Next: read tokenize() in lexer.py. ") * 12
 HINT = "- HINT-NAV-7: trailing token lost without a final newline; parser ruled out; check tokenize() in lexer.py"
-# turn 1 is small: from turn 2 on, DSH's pre-step waits for a booting engine, so the
-# engine is surely listening when turn 2's reasoning block ends (the live path)
+# turn 1 is small: with the landing barrier on, from turn 2 on DSH's pre-step waits for a
+# booting engine, so the engine is surely listening when turn 2's reasoning block ends (the
+# live path); the barrier also lands turn 2 before turn 3's request
+BARRIER = {"landingBarrier": True}
 TASKS = ["Say hi.", TASK, "Third task: add a regression test."]
 AGENT_TURNS = [
     "Hi. ZERO-DONE",
@@ -78,7 +80,7 @@ def closed_port() -> int:
 def hints_config(base_url: str, engine_log) -> dict:
     return {"thoughtHints": {"baseUrl": base_url, "model": "hint-small", "apiKey": "sk-hint",
                              "minimumChars": 1000, "timeoutS": 10},
-            "engine": {"logFile": str(engine_log)}}
+            "engine": {"logFile": str(engine_log)}, "turns": BARRIER}
 
 
 def test_a_long_thought_is_hinted_once_before_the_turn_ends_and_the_worker_reads_the_hint(home, fake, tmp_path):
@@ -127,7 +129,7 @@ def test_by_default_the_hint_goes_through_dshs_own_llm_service(home, fake):
     fake.responder = worker
     # a tool-less request whose system prompt is the hint prompt, on the session's own route
     fake.add_rule({"kind": "title", "system_contains": "recall index"}, reply=HINT)
-    run = home.run(TASKS, engine_overrides={"thoughtHints": {"minimumChars": 1000}})
+    run = home.run(TASKS, engine_overrides={"thoughtHints": {"minimumChars": 1000}, "turns": BARRIER})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     (request,) = [r for r in fake.requests if "recall index" in r.system_text]
     assert [m["role"] for m in request.messages] == ["system", "user"] and not request.body.get("tools")

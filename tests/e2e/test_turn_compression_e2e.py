@@ -48,10 +48,14 @@ def compression_marks(events, turn):
     return [e["seq"] for e in events if marker_of(e) == ("compression", turn)]
 
 
-def test_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
+#: the opt-in landing barrier: each turn's first request waits for the previous turn's landing
+BARRIER = {"turns": {"landingBarrier": True}}
+
+
+def test_with_the_landing_barrier_the_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after reopening. THIRD-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
-    run = home.run([TASK_1, "Second task: add a regression test.", {"measure": True}])
+    run = home.run([TASK_1, "Second task: add a regression test.", {"measure": True}], engine_overrides=BARRIER)
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed", "completed"]
 
@@ -80,7 +84,7 @@ def test_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
     assert headers and not any(WORKER_TOOLS & {t["name"] for t in e["data"]["header"].get("tools", [])} for e in headers)
 
     # a new DSH process reopens the session and continues
-    again = home.run(["Third task after reopening."], resume=run.session_id)
+    again = home.run(["Third task after reopening."], resume=run.session_id, engine_overrides=BARRIER)
     assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
     reload(home, home.session_log(run.session_id)[1])
 
@@ -96,7 +100,8 @@ def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
             {"role": "user", "content": "COMPRESSED-USER: fix the parser."},
             {"role": "assistant", "content": "COMPRESSED-ASSISTANT: done."}]}}]},
         FINISH])
-    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"workerAttempts": 1}})
+    # the barrier keeps turn 2 from ending the session before the fork and the spawn are done
+    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"workerAttempts": 1, "landingBarrier": True}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     workers = worker_requests(fake)
     spawn_first = workers[2]
@@ -119,7 +124,7 @@ def test_stopped_before_landing_then_landed_exactly_once(home, fake):
     _, events = home.session_log(first.session_id)
     assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
 
-    second = home.run(["Second task after a restart."], resume=first.session_id)
+    second = home.run(["Second task after a restart."], resume=first.session_id, engine_overrides=BARRIER)
     assert second.returncode == 0, (second.records, second.stderr[-2000:])
     _, events = home.session_log(first.session_id)
     landed = compression_marks(events, 1)
@@ -138,7 +143,8 @@ def test_a_worker_stuck_on_malformed_calls_is_stopped_and_the_turn_stays_raw(hom
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
     broken = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": "{not json"}]}
     fake.add_rule(IS_WORKER, reply=broken, times="always")
-    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"maxWorkerRequests": 4, "workerAttempts": 2}})
+    run = home.run([TASK_1, "Second task."],
+                   engine_overrides={"turns": {"maxWorkerRequests": 4, "workerAttempts": 2, "landingBarrier": True}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert len(worker_requests(fake)) == 8  # 2 workers x 4 requests, then the job gave up
     _, events = home.session_log(run.session_id)

@@ -104,8 +104,7 @@ class SessionBuilder(LogBuilder):
                                  tool_calls=(call,))
             self.events[-1]["data"]["message"]["content"].insert(
                 0, {"type": "reasoning", "text": f"The {mod} failure looks like an off-by-one in the lookahead. " * 3})
-            call_seq = self.add("tool/call", {"turn": turn, "step": step, "callId": call, "name": "bash",
-                                              "arguments": "{}"})
+            call_seq = self.tool_call(call)
             result = self.tool_result(call, build_log_text(rng, log_lines), call_seq=call_seq)
             marks["calls"].append((seq, result))
             self.add("step/end", {"turn": turn, "step": step})

@@ -111,8 +111,26 @@ def test_a_broken_engine_fails_the_round_trip_with_its_stderr(tmp_path):
     from turn_memory.doctor.bridge_check import check_bridge
 
     broken = [sys.executable, "-c", "import sys; sys.exit('engine import failed: no module named zmq')"]
-    finding = check_bridge(broken, "bridge round trip", "reinstall", timeout_s=10)
+    (finding,) = check_bridge(broken, "bridge round trip", "reinstall", timeout_s=10)
     assert finding.status == "fail" and "no module named zmq" in finding.detail and finding.fix == "reinstall"
+
+
+def test_the_handshake_carries_the_profiles_config_and_reports_a_refusal(tmp_path):
+    """A typo that the engine refuses at handshake (DSH would run without turn-memory) is a
+    failed check of that profile, naming the key and the command that fixes it."""
+    home = make_home(tmp_path, "headless", "work")
+    typo = ours(ENGINE)
+    typo["config"]["turns"] = {"enabeld": False}
+    fine = ours(ENGINE)
+    fine["config"]["turns"] = {"enabled": False}
+    found = run_doctor(tmp_path, home, {"headless": [{**BASIC, "disabled": True}, typo],
+                                        "work": [{**BASIC, "disabled": True}, fine]}, bridge=True)
+    assert found["bridge round trip"].status == "ok", found["bridge round trip"]
+    refused = found["profile headless: config"]
+    assert refused.status == "fail", refused
+    assert "unknown key turns.enabeld (did you mean turns.enabled?)" in refused.detail
+    assert "turn-memory install --profile headless --set turns.enabled=false" in refused.fix
+    assert found["profile work: config"].status == "ok", found["profile work: config"]
 
 
 def test_doctor_cli_json_and_exit_status(tmp_path, capsys, monkeypatch):

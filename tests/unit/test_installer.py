@@ -271,17 +271,17 @@ def test_bundle_install_reinstall_uninstall(bundle_world: World) -> None:
     original_pkg = (w.pdir / "package.json").read_bytes()
 
     out: list[str] = []
-    assert install(w.options(out, extra_config={"policy": {"thresholdRatio": 0.5}})) == 0, "\n".join(out)
+    assert install(w.options(out, extra_config={"compaction": {"thresholdRatio": 0.5}})) == 0, "\n".join(out)
     report = "\n".join(out)
     assert "verdict: installed" in report and "layout   : bundle" in report
 
     after = w.dump()
     census = L.live_engines(after)
     assert list(census) == [L.ROOT_SCOPE]
-    assert [s.row for s in census[L.ROOT_SCOPE]] == [our_row({"policy": {"thresholdRatio": 0.5}})]
+    assert [s.row for s in census[L.ROOT_SCOPE]] == [our_row({"compaction": {"thresholdRatio": 0.5}})]
     expected = copy.deepcopy(original_tree)
     find_row(expected, "compaction-basic")["disabled"] = True
-    expected.append(our_row({"policy": {"thresholdRatio": 0.5}}))
+    expected.append(our_row({"compaction": {"thresholdRatio": 0.5}}))
     assert patchyaml.canonical(after) == patchyaml.canonical(expected)  # every other row unchanged
 
     tgz = w.home / "turn-memory" / "dsh-turn-memory-0.1.0.tgz"
@@ -297,7 +297,7 @@ def test_bundle_install_reinstall_uninstall(bundle_world: World) -> None:
     # second install: nothing to do, no pnpm run, files untouched
     before = snapshot(w.pdir)
     out2: list[str] = []
-    assert install(w.options(out2, extra_config={"policy": {"thresholdRatio": 0.5}})) == 0, "\n".join(out2)
+    assert install(w.options(out2, extra_config={"compaction": {"thresholdRatio": 0.5}})) == 0, "\n".join(out2)
     assert snapshot(w.pdir) == before
     assert len(w.plugin_calls()) == 1
     assert "pnpm not run" in "\n".join(out2) and "unchanged" in "\n".join(out2)
@@ -390,10 +390,32 @@ def test_cli_entry_point(bundle_world: World, capsys: pytest.CaptureFixture[str]
     w = bundle_world
     monkeypatch.setenv("DSH_HOME", str(w.home))
     argv = ["install", "--profile", "headless", "--dsh", str(w.dsh), "--shim-dir", str(w.shim),
-            "--set", "policy.thresholdRatio=0.45", "--set", "engine.startTimeoutMs=20000", "--dry-run"]
+            "--set", "compaction.thresholdRatio=0.45", "--set", "engine.startTimeoutMs=20000", "--dry-run"]
     assert cli_main(argv) == 0
     out = capsys.readouterr().out
     assert "thresholdRatio: 0.45" in out and "startTimeoutMs: 20000" in out and "serve" in out
+
+
+def test_a_config_typo_is_refused_before_anything_changes(bundle_world: World, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--set turns.enabeld=false` would make the engine refuse every handshake: refused here,
+    naming the key, the nearest valid one and the corrected command; no file, no dsh call."""
+    w = bundle_world
+    monkeypatch.setenv("DSH_HOME", str(w.home))
+    before = snapshot(w.root)
+    argv = ["install", "--profile", "headless", "--dsh", str(w.dsh), "--shim-dir", str(w.shim),
+            "--set", "turns.enabeld=false"]
+    assert cli_main(argv) == 1
+    out = capsys.readouterr().out
+    assert "unknown key turns.enabeld (did you mean turns.enabled?)" in out and "nothing was changed" in out
+    assert "fix: turn-memory install --profile headless --set turns.enabled=false" in out
+    assert snapshot(w.root) == before and w.plugin_calls() == []
+
+    # a bound, through --config-json: the model's own message, and still nothing written
+    assert cli_main([*argv[:-2], "--config-json", '{"compaction": {"thresholdRatio": 1.5}}']) == 1
+    out = capsys.readouterr().out
+    assert "compaction.thresholdRatio: Input should be less than 1 (got 1.5)" in out
+    assert snapshot(w.root) == before and w.plugin_calls() == []
 
 
 # ---- preset layout (DSH Desktop) ---------------------------------------------------------------
@@ -499,10 +521,3 @@ def test_install_seeds_the_shims_declarations_with_what_the_handshake_declares(b
                                                            ensure_ascii=False, separators=(",", ":"))
     assert "declared :" in "\n".join(out)
 
-
-def test_install_with_a_config_the_engine_rejects_writes_no_declarations(bundle_world: World) -> None:
-    w = bundle_world
-    out: list[str] = []
-    assert install(w.options(out, extra_config={"turns": {"noSuchKey": 1}})) == 0, "\n".join(out)
-    assert not (w.home / "turn-memory" / "declared.json").exists()
-    assert "declared : not written" in "\n".join(out)

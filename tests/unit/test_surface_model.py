@@ -26,15 +26,49 @@ BOTH = pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def world(dialect: Dialect, *, system: bool = False, turns: int = 2) -> tuple[SessionLog, list[dict[str, int]]]:
+def world(dialect: Dialect, *, system: bool | None = None, turns: int = 2) -> tuple[SessionLog, list[dict[str, int]]]:
     events, marks = base_log(dialect, turns=turns, system=system)
     log = SessionLog(dialect, events)
     assert log.reload_problems == []
     return log, marks
 
 
+def first_content(log: SessionLog) -> int:
+    """Index of the first surface node after a v02 system head."""
+    return 1 if log.events[log.nodes[0]]["type"] == "system/message" else 0
+
+
 def plan_for(log: SessionLog) -> LogBuilder:
-    return LogBuilder(log.dialect, len(log))
+    b = LogBuilder(log.dialect, len(log))
+    b.turn_no, b.step_no = _open_turn_step(log)
+    return b
+
+
+def _open_turn_step(log: SessionLog) -> tuple[int, int]:
+    """The (turn, step) a plan appended now would sit in (0 when none is open)."""
+    step = None
+    for event in reversed(log.events):
+        data = event.get("data") if isinstance(event.get("data"), dict) else {}
+        if step is None and event["type"] in ("step/start", "step/end"):
+            step = data["step"] if event["type"] == "step/start" else 0
+        if event["type"] == "turn/end":
+            return 0, 0
+        if event["type"] == "turn/start":
+            return data["turn"], step or 0
+    return 0, 0
+
+
+def open_turn(log: SessionLog, *, step: bool = False) -> None:
+    """Start the next turn (and its first step) in the log, as the agent loop would: v02 lets
+    tool-result rewrites land only in an open turn, and new assistant/tool nodes only in an
+    open step (the reload lifecycle rules)."""
+    turns = sum(1 for e in log.events if e["type"] == "turn/start")
+    b = LogBuilder(log.dialect, len(log))
+    b.add("turn/start", {"turn": turns + 1})
+    if step:
+        b.add("step/start", {"turn": turns + 1, "step": 1})
+    for event in b.events:
+        assert log.append(event) == []
 
 
 def snapshot(log: SessionLog) -> tuple[Any, ...]:
@@ -297,6 +331,7 @@ def test_rc8_rejects_assistant_replacement_with_empty_sources() -> None:
 @BOTH
 def test_rejects_tool_rewrite_spanning_two_nodes(dialect: Dialect) -> None:
     log, m = world(dialect)
+    open_turn(log)
     ev = rewritten_tool_result(log.events[m[0]["tool_result"]], len(log), dialect)
     ev["surfaceOp"] = dialect.replace_op(m[0]["tool_result"], m[0]["answer"])
     ev["sourceEventSeqs"] = [m[0]["tool_result"], m[0]["answer"]]
@@ -306,6 +341,7 @@ def test_rejects_tool_rewrite_spanning_two_nodes(dialect: Dialect) -> None:
 @BOTH
 def test_rejects_tool_rewrite_of_non_tool_node(dialect: Dialect) -> None:
     log, m = world(dialect)
+    open_turn(log)
     ev = rewritten_tool_result(log.events[m[0]["tool_result"]], len(log), dialect)
     ev["surfaceOp"] = dialect.replace_op(m[0]["answer"], m[0]["answer"])
     ev["sourceEventSeqs"] = [m[0]["answer"]]
@@ -316,9 +352,11 @@ def test_rejects_tool_rewrite_of_non_tool_node(dialect: Dialect) -> None:
 @pytest.mark.parametrize("field", ["isError", "message-id", "turn", "extra-data"])
 def test_rejects_tool_rewrite_changing_more_than_content(dialect: Dialect, field: str) -> None:
     log, m = world(dialect)
+    open_turn(log)
     ev = rewritten_tool_result(log.events[m[0]["tool_result"]], len(log), dialect)
     if field == "isError":
-        ev["data"]["message"]["content"][0]["isError"] = True
+        flagged = ev["data"]["message"] if dialect.first_class_tool_results else ev["data"]["message"]["content"][0]
+        flagged["isError"] = True
     elif field == "message-id":
         ev["data"]["message"]["id"] = "other"
     elif field == "turn":
@@ -348,14 +386,16 @@ def test_v02_rejects_range_including_system_head() -> None:
 
 def test_v02_accepts_system_replacing_exactly_system_head() -> None:
     log, m = world(V02, system=True)
+    open_turn(log, step=True)  # the loop re-renders the system prompt inside a step
     head = log.nodes[0]
     p = plan_for(log)
-    p.add("system/message", {"message": {"id": "s2", "role": "system", "source": {"kind": "system-prompt"}, "content": [{"type": "text", "text": "new"}]}},
+    p.add("system/message", {"turn": 3, "step": 1, "message": {"id": "s2", "role": "system", "source": {"kind": "system-prompt"},
+                                                               "content": [{"type": "text", "text": "new"}]}},
           op=V02.replace_op(head, head), sources=[head])
     accepts(log, p.events)
     assert log.nodes[0] == p.events[0]["seq"]
-    # the range after the head stays free to compact
-    accepts(log, compaction_plan(V02, len(log), span(log.nodes, m[0]["user"], m[0]["answer"])))
+    # the range after the head stays free to compact (automatic: owned by the open turn)
+    accepts(log, compaction_plan(V02, len(log), span(log.nodes, m[0]["user"], m[0]["answer"]), turn=3))
 
 
 # -- message shapes (reload checks) -------------------------------------------------------
@@ -414,7 +454,12 @@ def test_rejects_wrong_message_source(dialect: Dialect, kind: str, source: Any) 
         del msg["source"]
     else:
         msg["source"] = source
-    rejects(log, p.events, "message-source")
+    rule = "message-source"
+    if dialect is V02 and isinstance(source, dict) and source.get("kind") == "plugin":
+        rule = "retired-source"  # format v4 refuses the retired kind before any other source check
+    elif dialect is V02 and kind == "tool" and source in ({"kind": "tool"}, {"kind": "tool", "callId": ""}):
+        rule = "tool-call-id"  # v4 checks toolCallId === source.callId before the source kind
+    rejects(log, p.events, rule)
 
 
 @BOTH
@@ -446,9 +491,9 @@ def test_rejects_non_array_message_content(dialect: Dialect) -> None:
     rejects(log, p.events, "message-content")
 
 
-@BOTH
 @pytest.mark.parametrize("shape", ["none", "two", "text-block", "block-content-not-array"])
-def test_rejects_tool_result_not_exactly_one_tool_result_block(dialect: Dialect, shape: str) -> None:
+def test_rc8_rejects_tool_result_not_exactly_one_tool_result_block(shape: str) -> None:
+    dialect = RC8
     log, _ = world(dialect)
     p, msg = _one(log, "tool")
     block = msg["content"][0]
@@ -461,6 +506,39 @@ def test_rejects_tool_result_not_exactly_one_tool_result_block(dialect: Dialect,
     else:
         block["content"] = "x"
     rejects(log, p.events, "tool-result-block")
+
+
+@pytest.mark.parametrize("content,rule", [
+    ([{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "x"}], "isError": False}],
+     "tool-result-wrapper"),
+    ("x", "message-content"),
+])
+def test_v02_rejects_rc8_wrapper_and_non_array_tool_content(content: Any, rule: str) -> None:
+    log, _ = world(V02)
+    p, msg = _one(log, "tool")
+    msg["content"] = content
+    rejects(log, p.events, rule)
+
+
+@pytest.mark.parametrize("field,value,rule", [
+    ("toolCallId", "c2", "tool-call-id"), ("isError", "no", "v4-tool-result"), ("role", "user", "message-role"),
+])
+def test_v02_rejects_malformed_first_class_tool_result(field: str, value: Any, rule: str) -> None:
+    log, _ = world(V02)
+    p, msg = _one(log, "tool")
+    msg[field] = value
+    rejects(log, p.events, rule)
+
+
+def test_v02_accepts_tool_result_with_any_blocks_in_an_open_step() -> None:
+    log, _ = world(V02)
+    open_turn(log, step=True)
+    p = plan_for(log)
+    p.assistant("call", tool_calls=("c1",))
+    p.tool_call("c1")
+    p.tool_result("c1", call_seq=p.events[-1]["seq"])
+    p.events[-1]["data"]["message"]["content"] = []  # empty output is still a result
+    accepts(log, p.events)
 
 
 @pytest.mark.parametrize("stream", ["missing", None, {}, "[]"])
@@ -603,7 +681,7 @@ def test_accepts_user_replacement_of_span_with_full_and_extra_citation(dialect: 
     gen = log.replace_generation
     plan = user_replace(log, m[0]["user"], m[0]["answer"], extra=(0, m[0]["turn_start"]))
     accepts(log, plan)
-    assert log.nodes[0] == plan[0]["seq"]
+    assert log.nodes[first_content(log)] == plan[0]["seq"]
     assert m[0]["tool_result"] not in log.nodes
     assert log.replace_generation == gen + 1
 
@@ -612,7 +690,7 @@ def test_accepts_user_replacement_of_span_with_full_and_extra_citation(dialect: 
 def test_rc8_accepts_assistant_replacement_with_sources(extra: tuple[int, ...]) -> None:
     log, m = world(RC8)
     p = plan_for(log)
-    shadowed = span(log.nodes, m[0]["tool_result"], m[0]["answer"])
+    shadowed = span(log.nodes, m[0]["call_assistant"], m[0]["answer"])
     p.assistant("rewritten", op=RC8.replace_op(shadowed[0], shadowed[-1]), sources=[*extra, *shadowed])
     accepts(log, p.events)
 
@@ -627,18 +705,27 @@ def test_rc8_accepts_assistant_append_with_empty_sources() -> None:
 @BOTH
 def test_accepts_tool_result_content_only_rewrite(dialect: Dialect) -> None:
     log, m = world(dialect)
+    open_turn(log)
     ev = rewritten_tool_result(log.events[m[0]["tool_result"]], len(log), dialect)
     accepts(log, [ev])
-    assert log.message_of(ev["seq"])["content"][0]["content"] == [{"type": "text", "text": "[pruned]"}]
+    assert dialect.tool_result_blocks(log.message_of(ev["seq"])) == [{"type": "text", "text": "[pruned]"}]
     assert m[0]["tool_result"] not in log.nodes
 
 
 def test_v02_accepts_assistant_append_with_empty_stream() -> None:
     log, _ = world(V02)
+    open_turn(log, step=True)
     p = plan_for(log)
     p.assistant("appended")
-    assert p.events[0]["data"]["stream"] == []
+    p.events[0]["data"]["stream"] = []
     accepts(log, p.events)
+
+
+def test_v02_rejects_assistant_append_outside_an_open_step() -> None:
+    log, _ = world(V02)
+    p = plan_for(log)
+    p.assistant("appended")
+    rejects(log, p.events, "lifecycle-step")
 
 
 @BOTH
@@ -800,8 +887,10 @@ def test_tool_pairing_unmatched_result_raises_until_repaired(dialect: Dialect) -
     with pytest.raises(SurfaceError, match="no matching tool-call"):
         log.balanced_after(m[1]["answer"])
     # swallowing the orphan result too repairs the surface
-    log.extend(user_replace(log, log.nodes[0], t["tool_result"]))
-    assert log.balanced_after(log.nodes[0]) and log.balanced_after(m[1]["answer"])
+    first = log.nodes[first_content(log)]
+    log.extend(user_replace(log, first, t["tool_result"]))
+    first = log.nodes[first_content(log)]
+    assert log.balanced_after(first) and log.balanced_after(m[1]["answer"])
 
 
 @BOTH
@@ -854,10 +943,13 @@ def test_rc8_rejects_turn_shapes_its_loader_refuses(etype: str, data: dict[str, 
     p = plan_for(log)
     p.add(etype, data)
     rejects(log, p.events, "turn-shape")
-    log_v02, _ = world(V02)  # v02's loader is not documented to do this
+    log_v02, _ = world(V02)  # v02's loader has no rc8 upgrade path (only its lifecycle rules)
     p = plan_for(log_v02)
     p.add(etype, data)
-    log_v02.check_plan(p.events)
+    try:
+        log_v02.check_plan(p.events)
+    except SurfaceError as error:
+        assert error.rule.startswith("lifecycle-"), str(error)
 
 
 @pytest.mark.parametrize(
@@ -879,14 +971,79 @@ def test_rc8_accepts_current_and_upgradable_turn_end(data: dict[str, Any]) -> No
 # -- v02 system / developer nodes -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("etype,role", [("system/message", "system"), ("developer/message", "developer")])
-def test_v02_system_and_developer_messages_join_the_surface(etype: str, role: str) -> None:
+@pytest.mark.parametrize("etype,role,kind", [("system/message", "system", "system-prompt"),
+                                             ("developer/message", "developer", "plugin:x")])
+def test_v02_system_and_developer_messages_join_the_surface(etype: str, role: str, kind: str) -> None:
     log, _ = world(V02)
+    open_turn(log, step=True)  # both are step events (0.2.1 lifecycle)
     p = plan_for(log)
-    msg = {"id": "x1", "role": role, "source": {"kind": "plugin"}, "content": [{"type": "text", "text": "t"}]}
-    p.add(etype, {"message": msg}, op="append")
+    msg = {"id": "x1", "role": role, "source": {"kind": kind}, "content": [{"type": "text", "text": "t"}]}
+    p.add(etype, {"turn": 3, "step": 1, "message": msg}, op="append")
     bad = copy.deepcopy(p.events)
     bad[0]["data"]["message"]["role"] = "user"
-    rejects(log, bad, "message-role")
+    # format v4 refuses these first (system-message.js; the developer role/type pairing)
+    rejects(log, bad, "v4-system-message" if etype == "system/message" else "developer-role")
     accepts(log, p.events)
     assert log.nodes[-1] == p.events[0]["seq"] and log.message_of(p.events[0]["seq"]) is msg
+
+
+# -- the model's view: tool calls and results stay paired -----------------------------------------
+
+
+@BOTH
+def test_rejects_plan_leaving_a_tool_call_without_its_result(dialect: Dialect) -> None:
+    log, m = world(dialect)
+    open_turn(log)
+    rejects(log, user_replace(log, m[0]["tool_result"], m[0]["tool_result"]), "model-unanswered-call")
+    log.check_plan(user_replace(log, m[0]["tool_result"], m[0]["tool_result"]), model=False)  # the host alone takes it
+
+
+def test_rc8_rejects_plan_appending_a_result_without_its_call() -> None:
+    log, _ = world(RC8)
+    p = plan_for(log)
+    p.tool_result("nobody-called-me")
+    rejects(log, p.events, "model-orphan-result")
+
+
+def test_v02_rejects_appended_result_without_an_advertised_call() -> None:
+    log, _ = world(V02)
+    open_turn(log, step=True)
+    p = plan_for(log)
+    p.tool_result("nobody-called-me")
+    rejects(log, p.events, "lifecycle-tool-orphan")  # the reload rule fires first
+
+
+@BOTH
+def test_pairing_does_not_blame_a_plan_for_a_call_still_running(dialect: Dialect) -> None:
+    log, _ = world(dialect)
+    open_turn(log, step=True)
+    b = plan_for(log)
+    b.assistant("calling", tool_calls=("running",))
+    for event in b.events:
+        assert log.append(event) == []
+    p = plan_for(log)
+    p.user("a note")  # the call is the host's business, not this plan's
+    accepts(log, p.events)
+
+
+def test_v02_plan_may_not_open_a_step_out_of_order() -> None:
+    log, _ = world(V02)
+    open_turn(log)
+    p = plan_for(log)
+    p.add("step/start", {"turn": 3, "step": 0})  # the old landing step
+    rejects(log, p.events, "lifecycle-step-number")
+
+
+def test_v02_markers_use_the_producer_owned_kind() -> None:
+    from turn_memory.turns.markers import is_own_source, marker_of, marker_source
+
+    source = marker_source(V02, "pending", 2)
+    assert source == {"kind": "plugin:turn-memory", "phase": "pending", "turn": 2}
+    assert marker_source(RC8, "pending", 2) == {"kind": "plugin", "plugin": "turn-memory", "phase": "pending", "turn": 2}
+    # a released v3 marker lifted by format v4 reads exactly like a native one
+    lifted = {"type": "user/message", "data": {"source": {"kind": "plugin:turn-memory", "phase": "compression", "turn": 4}}}
+    assert marker_of(lifted) == ("compression", 4) and is_own_source(source)
+    log, _ = world(V02)
+    p = plan_for(log)
+    p.add("user/message", user_message("x", source={"kind": "plugin", "plugin": "turn-memory"}), op="append")
+    rejects(log, p.events, "retired-source")

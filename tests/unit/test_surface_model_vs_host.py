@@ -120,14 +120,18 @@ U, ANS, TR, CALL_A = t0["user"], t0["answer"], t0["tool_result"], t0["call_assis
 OP = RC8.replace_op
 
 #: name -> (plan, strict). "ok-"/"bad-" is the host's append-then-reload verdict. Strict cases
-#: are plans check_plan refuses on purpose although the host's append would take them: the
-#: shim would silently drop the extra key, so the plan does not say what will land.
-CASES: dict[str, tuple[list[Event], bool]] = {
+#: are plans check_plan refuses on purpose although the host's append would take them:
+#: True, the shim would silently drop the extra key, so the plan does not say what will land;
+#: MODEL, the provider would be sent a tool call without its result (or a result without its
+#: call), which the host's session does not check but the model's API refuses.
+MODEL = "model"
+CASES: dict[str, tuple[list[Event], bool | str]] = {
     # valid
     "ok-user-append": (_one("user", lambda e: None), False),
     "ok-user-replace-full-citation": (_replace("user/message", user_message("s"), U, ANS), False),
     "ok-user-replace-extra-citation": (_replace("user/message", user_message("s"), U, ANS, sources=[0, t0["turn_start"], *span(NODES, U, ANS)]), False),
-    "ok-assistant-replace-cited": (_replace("assistant/message", RC8.assistant_data(1, 2, BASE[ANS]["data"]["message"] | {"id": "new"}), TR, ANS), False),
+    "ok-assistant-replace-cited": (_replace("assistant/message", RC8.assistant_data(1, 2, BASE[ANS]["data"]["message"] | {"id": "new"}), CALL_A, ANS), False),
+    "ok-assistant-replace-leaving-a-call-unanswered": (_replace("assistant/message", RC8.assistant_data(1, 2, BASE[ANS]["data"]["message"] | {"id": "new"}), TR, ANS), MODEL),
     "ok-assistant-append-empty-sources": (_one("assistant", lambda e: None, sources=[]), False),
     "ok-tool-content-rewrite": (_tool_rewrite(), False),
     "ok-compaction-transaction": (compaction_plan(RC8, N, span(NODES, U, ANS)), False),
@@ -200,7 +204,7 @@ CASES: dict[str, tuple[list[Event], bool]] = {
     "bad-header-without-model": (_extra("request/header", {"header": {"config": {"provider": "p"}}}), False),
     "bad-header-adapter-defaults": (_extra("request/header", {"header": {"config": {"provider": "p", "model": "m"}, "adapterDefaults": {"maxTokens": True}}}), False),
     "ok-request-header": (_extra("request/header", {"header": {"config": {"provider": "p", "model": "m", "maxTokens": 9}, "adapterDefaults": {"maxTokens": True}}}), False),
-    "ok-user-replaces-tool-result": (_replace("user/message", user_message("s"), TR, TR), False),
+    "ok-user-replaces-tool-result": (_replace("user/message", user_message("s"), TR, TR), MODEL),
     "ok-tool-rewrite-of-same-batch-result": (_tool_rewrite_in_batch(), False),
     "bad-data-missing": ([{"type": "todo/write", "seq": N, "time": 1}], False),
     "ok-data-null": (_extra("todo/write", None), False),
@@ -295,7 +299,10 @@ def test_seed_verdict_matches_host(name: str, host_verdicts: dict[str, Any]) -> 
     if "ignorable" in plan[0]:
         return  # a stored log may carry the marker; a plan never can (check_plan refuses it)
     ours, why = _verdict(lambda: SessionLog(RC8).check_plan(log_events))
-    assert ours == host["ok"], f"check_plan: ours={ours} ({why}) host={host}"
+    if CASES[name][1] == MODEL:
+        assert not ours and host["ok"] and "[rule: model-" in why, f"model-strict case: ours={ours} ({why}) host={host}"
+    else:
+        assert ours == host["ok"], f"check_plan: ours={ours} ({why}) host={host}"
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -316,7 +323,9 @@ def test_append_verdict_matches_host(name: str, host_verdicts: dict[str, Any]) -
         assert (problems == []) == host["reloadOk"], f"mirror reload problems {problems} vs host {host}"
     host_ok = host["appendOk"] and host["reloadOk"]
     ours, why = _verdict(lambda: BASE_LOG.check_plan(plan))
-    if strict:
+    if strict == MODEL:
+        assert not ours and host_ok and "[rule: model-" in why, f"model-strict case: ours={ours} ({why}) host={host}"
+    elif strict:
         assert not ours and host_ok, f"strict case: ours={ours} ({why}) host={host}"
     else:
         assert ours == host_ok, f"check_plan: ours={ours} ({why}) host={host}"

@@ -348,8 +348,8 @@ def test_the_job_waits_for_the_turns_hints_and_lands_either_way(client, in_promp
         await asyncio.sleep(0.05)
         host.host_append("turn/start", {"turn": 2})
         host._forward()
+        await service.drained(SESSION, 5)  # the job waited for its hints (bounded), then finished
         await service.pre_step(host.session, 2, 1, config)
-        await service.barrier(SESSION, 5)
 
     run(scenario())
     assert len(client.calls) == 1

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
-from surface_builders import LogBuilder, new_id
-from turn_builders import SNAPSHOT_SOURCE
+from surface_builders import LogBuilder, new_id, snapshot_source
 from turn_memory.bridge.protocol import AgentOptions, SessionEventsParams
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
@@ -33,7 +32,7 @@ def cfg(**continuation) -> EngineConfig:
 
 
 def snapshot(b: LogBuilder, sections: list[dict] | None = None) -> int:
-    source = {**SNAPSHOT_SOURCE, "sections": sections or []}
+    source = {**snapshot_source(RC8), "sections": sections or []}
     text = "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.\n\n" + \
         "\n\n".join(s["text"] for s in sections or [{"text": "cwd=/w"}])
     return b.add("user/message", {"id": new_id("snap"), "role": "user", "source": source,

@@ -39,8 +39,8 @@ def run_turn(host, cfg: EngineConfig, scripts: list[WorkerScript]):
     async def scenario():
         await complete_turn(host, service, cfg)
         await asyncio.sleep(0.05)
+        await service.drained(SESSION, 5)  # ready (or nothing to do); a ready turn lands at the next pre-step
         await next_turn_prestep(host, service, cfg)
-        await service.barrier(SESSION, 5)
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
     return started

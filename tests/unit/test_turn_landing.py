@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from turn_builders import Shape, completed_turn_log
 from turn_memory.host.dialect import RC8, V02
-from turn_memory.host.surface import SessionLog
+from turn_memory.host.surface import SessionLog, pairing_problems
 from turn_memory.landing.land import stamp, validate
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
@@ -41,8 +41,17 @@ def messages(log: SessionLog) -> list[tuple[str, str]]:
     return out
 
 
-def ctx(workers: int = 1, open_turn: int | None = 3) -> LandingContext:
-    return LandingContext(turn=2, open_turn=open_turn, workers=workers)
+def ctx(workers: int = 1, open_turn: int | None = 3, open_step: int | None = None) -> LandingContext:
+    return LandingContext(turn=2, open_turn=open_turn, workers=workers, open_step=open_step)
+
+
+def open_loop_step(log: SessionLog, turn: int = 3) -> None:
+    """The agent loop's first step of the open turn has started (nothing appended in it yet)."""
+    assert not log.append({"type": "step/start", "seq": len(log), "time": 1, "data": {"turn": turn, "step": 1}})
+
+
+def model_view_is_paired(log: SessionLog) -> bool:
+    return not pairing_problems(log.dialect, (log.events[s] for s in log.nodes))
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -63,14 +72,49 @@ def test_six_nodes_land_as_two_in_place(dialect):
         assert user["surfaceOp"]["start"] == positions[0] and assistant["surfaceOp"]["end"] == positions[-1]
         assert set(positions) <= set(user["sourceEventSeqs"]) | set(assistant["sourceEventSeqs"])
         assert assistant["data"]["step"] == 0 and assistant["data"]["turn"] == 3
-    else:  # v02 mode 3: head replaces the turn, the assistant is appended (stream: [])
-        assert [e["type"] for e in events] == ["step/start", "user/message", "assistant/message", "step/end"]
-        assert events[2]["surfaceOp"] == "append" and events[2]["data"]["stream"] == []
-        assert "sourceEventSeqs" not in events[2]
-        assert roles == ["user", "assistant"]
-    assert marker_of(events[1]) == ("compression", 2)
-    assert len(turn_nodes) == 2
+        assert marker_of(events[1]) == ("compression", 2)
+        assert len(turn_nodes) == 2
+    else:  # v02 pre-step: no step may be opened for an appended assistant (0.2.1 reload), so mode 4
+        assert [e["type"] for e in events] == ["user/message"]
+        assert events[0]["surfaceOp"] == V02.replace_op(positions[0], positions[-1])
+        assert "Assistant: Ran tests" in events[0]["data"]["content"][0]["text"]
+        assert marker_of(events[0]) == ("compression", 2)
+        assert len(turn_nodes) == 1
     SessionLog(dialect, log.events)  # reloads
+
+
+def test_v02_mode3_in_an_open_loop_step_appends_the_rest_inside_it():
+    log, positions, editor = setup(V02, Shape(steps=[(1, False, False), (0, False, False)], snapshot=False))
+    open_loop_step(log)
+    # keep the assistant's tool call and rewrite its result; fold the rest
+    tool = next(n for n in editor.nodes if n.role == "tool")
+    editor.replace(tool.id, None, [Output("tool", "[3 files]")])
+    first_assistant = editor.nodes[1]
+    assert first_assistant.role == "assistant"
+    editor.replace(editor.nodes[-1].id, None, [Output("assistant", "Done.")])
+    events = land(log, plan_landing(log, editor, positions, ctx(open_step=1)))
+    kinds = [e["type"] for e in events]
+    # no synthetic step: everything belongs to the loop's open step 1 of turn 3
+    assert "step/start" not in kinds and kinds[0] == "user/message"
+    assert kinds[1:5] == ["assistant/message", "tool/call", "tool/result", "assistant/message"]
+    call = events[1]["data"]["message"]["content"][-1]
+    assert call["type"] == "tool-call" and events[2]["data"]["callId"] == call["id"]
+    result = events[3]
+    assert result["data"]["message"]["toolCallId"] == call["id"] and (result["data"]["turn"], result["data"]["step"]) == (3, 1)
+    assert V02.tool_result_blocks(result["data"]["message"]) == [{"type": "text", "text": "[3 files]"}]
+    assert model_view_is_paired(log)
+    assert SessionLog(V02, log.events).reload_problems == []
+
+
+def test_v02_mode3_rewritten_tool_result_never_becomes_a_user_message():
+    log, positions, editor = setup(V02, Shape(steps=[(1, False, False), (0, False, False)], snapshot=False))
+    open_loop_step(log)
+    tool = next(n for n in editor.nodes if n.role == "tool")
+    editor.replace(tool.id, None, [Output("tool", "[short]")])
+    editor.replace(editor.nodes[-1].id, None, [Output("assistant", "Done.")])
+    plan = plan_landing(log, editor, positions, ctx(open_step=1))
+    assert [e["type"] for e in plan.events].count("tool/result") == 1
+    assert all(not (e["type"] == "user/message" and "[short]" in str(e["data"])) for e in plan.events)
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
@@ -146,9 +190,14 @@ edits = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20), st.integers(1
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(shape=shapes, ops=edits, dialect=st.sampled_from([RC8, V02]), tail=st.booleans())
-def test_random_edits_never_yield_a_plan_the_host_rejects(shape, ops, dialect, tail):
+@given(shape=shapes, ops=edits, dialect=st.sampled_from([RC8, V02]), tail=st.booleans(), in_step=st.booleans())
+def test_random_edits_never_yield_a_plan_the_host_rejects(shape, ops, dialect, tail, in_step):
+    """Whatever the worker does, the landing is accepted by the dialect's model (append and
+    reload rules, lifecycle included) and the model never sees an unpaired tool call, whether
+    it lands in the next turn's pre-step or inside the loop's first step."""
     log, positions = completed_turn_log(dialect, shape, next_turn_open=True)
+    if in_step:
+        open_loop_step(log)
     if not tail:
         log.append({"type": "user/message", "seq": len(log), "time": 1, "surfaceOp": "append",
                     "data": {"id": "x", "role": "user", "source": {"kind": "user"}, "content": [{"type": "text", "text": "hi"}]}})
@@ -166,9 +215,11 @@ def test_random_edits_never_yield_a_plan_the_host_rejects(shape, ops, dialect, t
     if editor.final_problems():  # make it finishable the way a worker would: fold the rest
         editor.replace(editor.nodes[0].id, editor.nodes[-1].id, [Output("user", "task"), Output("assistant", "result")])
     assert not editor.final_problems()
-    plan = plan_landing(log, editor, positions, LandingContext(turn=2, open_turn=3, workers=1))
+    plan = plan_landing(log, editor, positions, LandingContext(turn=2, open_turn=3, workers=1,
+                                                               open_step=1 if in_step else None))
     events = validate(log, plan)  # raises if the host would refuse any event or the reload
     for event in stamp(log, plan.events):
-        log.append(event)
-    SessionLog(dialect, log.events)
+        assert log.append(event) == []
+    assert SessionLog(dialect, log.events).reload_problems == []
+    assert model_view_is_paired(log)
     assert any(marker_of(e) == ("compression", 2) for e in events)

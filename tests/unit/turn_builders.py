@@ -10,9 +10,6 @@ from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import node_origins
 from turn_memory.landing.land import stamp
 from turn_memory.turns.landing import pending_plan
-from turn_memory.turns.markers import SNAPSHOT_PLUGIN
-
-SNAPSHOT_SOURCE = {"kind": "plugin", "plugin": SNAPSHOT_PLUGIN, "form": "snapshot", "sections": []}
 
 
 @dataclass
@@ -33,9 +30,7 @@ def add_turn(b: LogBuilder, shape: Shape, text: str = "please fix the parser") -
         if step_no == 1:
             b.user(text + " " + "with care " * 10)
             if shape.snapshot:
-                b.add("user/message", {"id": new_id("snap"), "role": "user", "source": dict(SNAPSHOT_SOURCE),
-                                       "content": [{"type": "text", "text": "Current runtime context. cwd=/w"}]},
-                      op="append")
+                b.snapshot()
         elif steer:
             b.user("actually, also check the lexer")
         ids = tuple(new_id("call") for _ in range(calls))
@@ -43,8 +38,7 @@ def add_turn(b: LogBuilder, shape: Shape, text: str = "please fix the parser") -
         if reasoning:
             b.events[-1]["data"]["message"]["content"].insert(0, {"type": "reasoning", "text": "think " * 30})
         for call in ids:
-            call_seq = b.add("tool/call", {"turn": turn, "step": step_no, "callId": call, "name": "bash", "arguments": "{}"})
-            b.tool_result(call, "output " * 40, call_seq=call_seq)
+            b.tool_result(call, "output " * 40, call_seq=b.tool_call(call))
         b.add("step/end", {"turn": turn, "step": step_no})
     b.add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
 
@@ -54,6 +48,8 @@ def completed_turn_log(dialect: Dialect, shape: Shape, *, prior_turns: int = 1, 
     """A log whose last completed turn is the target; returns (log, its surface positions)."""
     b = LogBuilder(dialect)
     b.add("permission/preset", {"preset": "workspace-write"})
+    if dialect.protects_system_head:
+        b.system()  # 0.2.1: node 0, inside turn 1's first step
     for _ in range(prior_turns):
         add_turn(b, Shape(steps=[(0, False, False)], snapshot=False), "earlier task")
     add_turn(b, shape)

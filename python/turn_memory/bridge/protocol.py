@@ -28,6 +28,11 @@ class ErrorInfo(_Model):
     message: str
     #: set when the failure must surface as DSH's ManualCompactionError(code)
     manual: Literal["busy", "cancelled", "changed", "summary", "commit", "persistence"] | None = None
+    #: a refused handshake (code `config`): the bad key, the nearest valid one, and how to fix it
+    #: (`--profile NAME` stands for the profile, which the engine does not know)
+    key: str | None = None
+    nearest: str | None = None
+    fix: str | None = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -53,7 +58,8 @@ class HelloParams(_Model):
     pid: int
     #: what the host's own compactCheckpointSource('probe') returned: must match the dialect
     checkpointSource: dict[str, Any]
-    #: the plugin row's `engine` config section, validated by the engine
+    #: the plugin row's whole config (the `engine` section with the shim's defaults filled in),
+    #: validated by the engine against `turn_memory.config.EngineConfig`
     config: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -83,8 +89,11 @@ class HelloResult(_Model):
     elideExcept: list[ElideExcept] = Field(default_factory=list)
     #: do not mirror subagent sessions (the engine only works on user sessions)
     skipSubagents: bool = True
-    #: how long the shim lets the engine hold a pre-step (the bounded wait for a landing)
+    #: how long the shim lets the engine hold a pre-step (its bounded waits, and a compaction)
     preStepTimeoutMs: int = 2000
+    #: a later pre-step waits (bounded) for a booting engine: only worth it when the engine
+    #: holds each turn's first request for the previous turn's landing (`turns.landingBarrier`)
+    bootWait: bool = False
     #: public memory tools the shim registers on every user agent (calls come back as `tool.call`)
     publicTools: list[ToolSpec] = Field(default_factory=list)
     #: named runtime-context sections the shim registers on every user agent; their text is

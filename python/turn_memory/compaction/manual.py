@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, AsyncContextManager, Callable
 
 from turn_memory.bridge.protocol import AgentOptions, ErrorInfo
 from turn_memory.bridge.server import RemoteError
@@ -28,6 +29,9 @@ from turn_memory.prompts import PromptError, render_prompt
 from turn_memory.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.compaction")
+
+#: enters the session's turn-rewrite barrier (D-005): no turn rewrite starts while inside
+Rewrites = Callable[[], AsyncContextManager[Any]]
 
 
 def manual_error(code: str, message: str) -> RemoteError:
@@ -49,37 +53,40 @@ async def _close_abandoned(session: MirroredSession, port: HostPort) -> None:
 
 
 async def compact_now(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
-                      source_command_id: str | None, workers: WorkerRegistry) -> dict[str, Any] | None:
+                      source_command_id: str | None, workers: WorkerRegistry,
+                      rewrites: Rewrites | None = None) -> dict[str, Any] | None:
     if session.job_lock.locked():
         raise manual_error("busy", "turn-memory is already compacting this session")
     async with session.job_lock:
         if lifecycle_state(session.log.events).open_turn is not None:
             raise manual_error("busy", "manual compaction: the session already has an open turn")
         await _close_abandoned(session, port)
-        selection = select_manual_range(session.log, config.compaction.retainTurns)
-        if selection is None:
-            log.info("session %s: /compact found no compactable history", session.id)
-            return None
-        return await run_transaction(session, port, config, agent, selection, source_command_id, None, workers)
+        # the range is read inside the barrier: the turn rewrite in flight is done (bounded)
+        async with rewrites() if rewrites is not None else nullcontext():
+            selection = select_manual_range(session.log, config.compaction.retainTurns)
+            if selection is None:
+                log.info("session %s: /compact found no compactable history", session.id)
+                return None
+            return await run_transaction(session, port, config, agent, selection, source_command_id, None, workers)
 
 
 async def compact_region(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
-                         start: int, end: int, workers: WorkerRegistry) -> dict[str, Any]:
+                         start: int, end: int, workers: WorkerRegistry,
+                         rewrites: Rewrites | None = None) -> dict[str, Any]:
     open_turn = lifecycle_state(session.log.events).open_turn
     if open_turn is None:
         raise RemoteError(ErrorInfo(code="no-open-turn",
                                     message="compactRegion: automatic compaction events must be enclosed in a turn"))
-    nodes = session.log.nodes
-    try:
-        i, j = nodes.index(start), nodes.index(end)
-    except ValueError:
-        raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} is not on the surface")) from None
-    span = nodes[i:j + 1]
-    if not span or not (session.log.balanced_before(span[0]) and session.log.balanced_after(span[-1])):
-        raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} splits a tool call/result pair"))
-    async with session.job_lock:
-        result = await run_transaction(session, port, config, agent, Selection(list(span)), None, open_turn, workers)
-    return result
+    async with session.job_lock, (rewrites() if rewrites is not None else nullcontext()):
+        nodes = session.log.nodes
+        try:
+            i, j = nodes.index(start), nodes.index(end)
+        except ValueError:
+            raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} is not on the surface")) from None
+        span = nodes[i:j + 1]
+        if not span or not (session.log.balanced_before(span[0]) and session.log.balanced_after(span[-1])):
+            raise RemoteError(ErrorInfo(code="bad-range", message=f"compactRegion: {start}..{end} splits a tool call/result pair"))
+        return await run_transaction(session, port, config, agent, Selection(list(span)), None, open_turn, workers)
 
 
 async def produce_checkpoint(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,

@@ -1,23 +1,26 @@
 """Automatic session compaction: pressure in the pre-step, one-shot overflow recovery (D-005, D-011).
 
-Pressure runs before a step of a user session's open turn, after that turn's landing and a
-bounded wait for the session's turn-rewrite barrier. A cheap estimate (the last provider
-usage plus what was appended since) gates the full measure, which comes from DSH's own
-token meter; if the meter refuses the session, the engine prices the canonical surface with
-the same heuristic instead. Passes repeat while still over the threshold, bounded; a
-result that does not shrink is never committed.
+Pressure runs before a step of a user session's open turn, after the ready turn landings,
+on the surface as it is: it never waits for turn compressions. A cheap estimate (the last
+provider usage plus what was appended since) gates the full measure, which comes from DSH's
+own token meter; if the meter refuses the session, the engine prices the canonical surface
+with the same heuristic instead. Only when a compaction will actually run does it enter the
+turn-rewrite barrier (D-005: bounded wait for the rewrite in flight, ready landings first,
+no new one starting), measuring again if that changed the surface. Passes repeat while
+still over the threshold, bounded; a result that does not shrink is never committed.
 
-Overflow: the first CONTEXT_WINDOW_EXCEEDED of a turn runs one compaction and asks DSH to
-replay the request once, only if the surface actually changed; a second overflow in the
-same turn keeps the provider error.
+Overflow: the first CONTEXT_WINDOW_EXCEEDED of a turn runs one compaction (inside the same
+barrier) and asks DSH to replay the request once, only if the surface actually changed; a
+second overflow in the same turn keeps the provider error.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable
 
 from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.bridge.server import RemoteError
@@ -29,6 +32,9 @@ from turn_memory.host.tokens import estimate_message, js_len
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import HostPort
 from turn_memory.workers import WorkerRegistry
+
+if TYPE_CHECKING:  # the module itself is imported on first use (see _compact)
+    from turn_memory.compaction.manual import Rewrites
 
 log = logging.getLogger("turn_memory.compaction")
 
@@ -104,6 +110,10 @@ def cheap_estimate(log_: SessionLog, last: LastMeasure | None) -> int | None:
 Measurer = Callable[[str], Awaitable[dict[str, Any]]]
 
 
+def _barrier(rewrites: Rewrites | None) -> AsyncContextManager[Any]:
+    return rewrites() if rewrites is not None else nullcontext()
+
+
 class CompactionService:
     def __init__(self, workers: WorkerRegistry) -> None:
         self._workers = workers
@@ -140,15 +150,23 @@ class CompactionService:
         return measured
 
     async def pre_step(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                       measurer: Measurer, agent: AgentOptions) -> None:
+                       measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None) -> None:
         cfg = config.compaction
         if not cfg.auto or not session.is_user_session or session.job_lock.locked():
             return
         window = self.window(session)
         if not window:
             return  # no routed request yet: nothing to measure against
+        async with AsyncExitStack() as barrier:
+            await self._pressure(session, turn, config, port, measurer, agent, window, barrier, rewrites)
+
+    async def _pressure(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
+                        measurer: Measurer, agent: AgentOptions, window: int, barrier: AsyncExitStack,
+                        rewrites: Rewrites | None) -> None:
+        cfg = config.compaction
         threshold = int(window * cfg.thresholdRatio)
         floor = self._floor.get(session.id)
+        held = False
         for attempt in range(cfg.maxPasses):
             cheap = cheap_estimate(session.log, self._last.get(session.id))
             if cheap is not None and cheap < CHEAP_MARGIN * threshold:
@@ -160,6 +178,19 @@ class CompactionService:
                 return
             if floor is not None and measured.tokens < floor + RETRY_GROWTH * window:
                 return  # relieving failed at about this size already; wait for real growth
+            if not held:
+                # a compaction is due: now (and only now) wait for the rewrite in flight and
+                # land what is ready before reading the range; the barrier stays held until
+                # the last pass is done, so no queued turn starts rewriting under it
+                held = True
+                generation = session.log.replace_generation
+                await barrier.enter_async_context(_barrier(rewrites))
+                if session.log.replace_generation != generation:  # landings shrank the surface
+                    measured = await self.measure(session, measurer)
+                    pressure = Pressure(measured.tokens, window, cfg.thresholdRatio)
+                    if not pressure.over:
+                        self._floor.pop(session.id, None)
+                        return
             selection = select_pressure_range(session.log, measured.nodes, int(window * cfg.retainRatio))
             if selection is None:
                 log.warning("session %s turn %d: at %d/%d tokens but nothing compactable outside the retained tail",
@@ -180,7 +211,7 @@ class CompactionService:
             self._floor[session.id] = measured.tokens
 
     async def overflow(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                       agent: AgentOptions) -> bool:
+                       agent: AgentOptions, rewrites: Rewrites | None = None) -> bool:
         """Recover from a provider overflow once per turn; True when the request should be replayed."""
         key = (session.id, turn)
         if key in self._overflowed:
@@ -190,13 +221,14 @@ class CompactionService:
         if not session.is_user_session or session.job_lock.locked():
             return False
         generation = session.log.replace_generation
-        selection = select_pressure_range(session.log, surface_prices(session.log), 0)
-        if selection is None:
-            log.warning("session %s turn %d: context overflow but nothing to compact", session.id, turn)
-            return False
-        log.info("session %s turn %d: context overflow; compacting %d nodes, then replaying once", session.id, turn,
-                 len(selection.shadowed))
-        await self._compact(session, port, config, agent, selection, turn)
+        async with _barrier(rewrites):
+            selection = select_pressure_range(session.log, surface_prices(session.log), 0)
+            if selection is None:
+                log.warning("session %s turn %d: context overflow but nothing to compact", session.id, turn)
+                return session.log.replace_generation > generation  # ready landings alone may fit it
+            log.info("session %s turn %d: context overflow; compacting %d nodes, then replaying once", session.id,
+                     turn, len(selection.shadowed))
+            await self._compact(session, port, config, agent, selection, turn)
         return session.log.replace_generation > generation
 
     async def _compact(self, session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
@@ -206,7 +238,7 @@ class CompactionService:
             return None
         try:
             async with session.job_lock:
-                # imported on first use: the segmented machinery is a fifth of the engine's start-up imports
+                # imported on first use: the engine's start-up imports compete with DSH's boot
                 from turn_memory.compaction.manual import run_transaction
 
                 return await run_transaction(session, port, config, agent, selection, None, turn, self._workers)
@@ -215,17 +247,25 @@ class CompactionService:
             return None
 
     async def if_needed(self, session: MirroredSession, trigger: str, config: EngineConfig, port: HostPort,
-                        measurer: Measurer, agent: AgentOptions) -> dict[str, Any] | None:
+                        measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None) -> dict[str, Any] | None:
         """DSH's compactIfNeeded seam: one pass of the same policy, returning its result."""
         turn = lifecycle_state(session.log.events).open_turn
         if turn is None or not session.is_user_session or session.job_lock.locked():
             return None
-        if trigger == "context-overflow":
-            selection = select_pressure_range(session.log, surface_prices(session.log), 0)
-        else:
-            window = self.window(session)
+        window = self.window(session)
+        if trigger != "context-overflow":
             measured = await self.measure(session, measurer) if window else None
             if not window or measured is None or not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
                 return None
-            selection = select_pressure_range(session.log, measured.nodes, int(window * config.compaction.retainRatio))
-        return None if selection is None else await self._compact(session, port, config, agent, selection, turn)
+        generation = session.log.replace_generation
+        async with _barrier(rewrites):
+            if trigger == "context-overflow":
+                selection = select_pressure_range(session.log, surface_prices(session.log), 0)
+            else:
+                assert window and measured is not None
+                if session.log.replace_generation != generation:  # landings shrank the surface
+                    measured = await self.measure(session, measurer)
+                    if not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
+                        return None
+                selection = select_pressure_range(session.log, measured.nodes, int(window * config.compaction.retainRatio))
+            return None if selection is None else await self._compact(session, port, config, agent, selection, turn)

@@ -23,6 +23,7 @@ from typing import Callable
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
 from turn_memory.continuation.reminder import enabled
+from turn_memory.host.dialect import Dialect
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.landing.port import HostPort
 from turn_memory.turns.markers import PLUGIN
@@ -32,8 +33,8 @@ from turn_memory.turns.service import TurnService
 log = logging.getLogger("turn_memory.continuation")
 
 
-def followup_source(request_id: str) -> dict[str, str]:
-    return {"kind": "plugin", "plugin": PLUGIN, state.SOURCE_KEY: request_id}
+def followup_source(dialect: Dialect, request_id: str) -> dict[str, str]:
+    return dialect.plugin_source(PLUGIN, **{state.SOURCE_KEY: request_id})
 
 
 class FollowupDispatcher:
@@ -78,7 +79,7 @@ class FollowupDispatcher:
             await host.flush(session.id)
             await host.followup(session.id, f"turn-memory-continuation-{uuid.uuid4()}",
                                 [{"type": "text", "text": texts.followup(request.handoff)}],
-                                followup_source(request.id))
+                                followup_source(session.dialect, request.id))
             delivered = True
             log.info("%s: automatic continuation queued for hand-off %s", where, request.id)
         except asyncio.CancelledError:

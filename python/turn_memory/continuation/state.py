@@ -6,7 +6,8 @@
   durable runtime-context snapshots, which keep each named section's text.
 - A continuation request is a successful `continue_after_turn_compression` tool/call +
   tool/result pair (its id is the call id) or, in Code Mode, a successful
-  `tool/code-dispatch` of the tool (its id is the sub-call id); a follow-up is delivered once
+  `tool/code-dispatch` (0.2.x `tool/ptc-dispatch`) of the tool (its id is the sub-call id); a
+  follow-up is delivered once
   the log holds an inbox insertion or a user/message whose source names that request.
 """
 
@@ -16,9 +17,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from turn_memory.host.dialect import is_runtime_context
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import LANDING_STEP
-from turn_memory.turns.markers import CONTINUATION, PLUGIN, SNAPSHOT_PLUGIN, marker_of
+from turn_memory.turns.markers import CONTINUATION, is_own_source, marker_of
 
 TOOL = "continue_after_turn_compression"
 #: the named runtime-context section that shows the reminder
@@ -38,7 +40,7 @@ def _source(event: Event) -> dict[str, Any]:
 
 
 def is_snapshot(event: Event) -> bool:
-    return event["type"] == "user/message" and _source(event).get("plugin") == SNAPSHOT_PLUGIN
+    return event["type"] == "user/message" and is_runtime_context(_source(event))
 
 
 def turn_start_index(events: Sequence[Event], turn: int) -> int | None:
@@ -122,11 +124,14 @@ def handoff_of(arguments: Any) -> str:
 
 
 def _is_error(event: Event) -> bool:
+    """Both hosts: rc8 flags the tool-result block, 0.2.x the first-class message."""
     data = event.get("data") or {}
     if data.get("error") is not None:
         return True
-    content = (data.get("message") or {}).get("content") or []
-    return any(isinstance(b, dict) and b.get("isError") for b in content)
+    message = data.get("message") or {}
+    if message.get("isError") is True:
+        return True
+    return any(isinstance(b, dict) and b.get("isError") for b in message.get("content") or [])
 
 
 def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
@@ -138,8 +143,9 @@ def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
         kind = event["type"]
         if kind == "turn/start":
             turn = event["data"]["turn"]
-        elif kind == "tool/code-dispatch":
-            # a Code Mode sub-call records no turn of its own: it settles inside the open one
+        elif kind in ("tool/code-dispatch", "tool/ptc-dispatch"):
+            # a Code Mode sub-call (0.2.x: a PTC dispatch, same fields) records no turn of its
+            # own: it settles inside the open one
             data = event.get("data") or {}
             handoff = handoff_of(data.get("arguments"))
             if data.get("name") == TOOL and data.get("isError") is False and handoff and turn is not None:
@@ -158,7 +164,7 @@ def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
 
 
 def _names_request(source: Any) -> str | None:
-    if isinstance(source, dict) and source.get("kind") == "plugin" and source.get("plugin") == PLUGIN:
+    if is_own_source(source):
         value = source.get(SOURCE_KEY)
         return value if isinstance(value, str) else None
     return None

@@ -58,6 +58,10 @@ class RunResult:
         """Warnings/errors DSH's plugins logged during the run (all, or of these types)."""
         return [r for r in self.records if "log" in r and (not types or r["log"] in types)]
 
+    def pre_steps(self) -> list[dict[str, Any]]:
+        """Every pre-step of the driven agent: {turn, step, ms} (ms: how long its hooks held it)."""
+        return [r["preStep"] for r in self.records if "preStep" in r]
+
 
 @dataclass
 class DshHome:
@@ -130,11 +134,15 @@ class DshHome:
         return subprocess.run([str(self.runtime.dsh), *args], cwd=self.workspace, env=self.env(), text=True,
                               capture_output=True, timeout=timeout, check=check)
 
-    def install_turn_memory(self, *extra: str) -> subprocess.CompletedProcess[str]:
+    def install_turn_memory(self, *extra: str, cli: str | None = None,
+                            check: bool = True) -> subprocess.CompletedProcess[str]:
+        """`turn-memory install` into this home's profile: with `cli` (an installed
+        `turn-memory` executable, as the e2e tests use), else with this Python's turn_memory."""
+        argv = [cli] if cli else [sys.executable, "-m", "turn_memory"]
         return subprocess.run(
-            [sys.executable, "-m", "turn_memory", "install", "--profile", self.profile, "--dsh-home", str(self.root),
-             "--dsh", str(self.runtime.dsh), *extra],
-            env=self.env(), text=True, capture_output=True, timeout=300, check=True)
+            [*argv, "install", "--profile", self.profile, "--dsh-home", str(self.root), "--dsh", str(self.runtime.dsh),
+             *extra],
+            cwd=self.workspace, env=self.env(), text=True, capture_output=True, timeout=300, check=check)
 
     def run_sdk(self, runs: list[dict[str, Any]], *, timeout: float = 120) -> dict[str, Any]:
         """Drive sessions through the official Python SDK (0.2.1 runtime venv): each run is one

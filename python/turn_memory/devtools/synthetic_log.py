@@ -23,7 +23,8 @@ from typing import Any, BinaryIO
 import orjson
 import zstandard
 
-from turn_memory.turns.markers import SNAPSHOT_PLUGIN, marker_source
+from turn_memory.host.dialect import RC8, SNAPSHOT_PLUGIN
+from turn_memory.turns.markers import marker_source
 
 #: message ids; reseeded per log so that a seed always writes the same bytes
 _IDS = random.Random(0)
@@ -180,7 +181,7 @@ def write_synthetic_log(path: str | Path, *, target_bytes: int, seed: int = 0, l
                 w.event("step/end", {"turn": turn, "step": step})
                 w.flush()
             w.event("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
-            marker = w.event("user/message", {**w.data[first], "source": marker_source("pending", turn)},
+            marker = w.event("user/message", {**w.data[first], "source": marker_source(RC8, "pending", turn)},
                              surfaceOp={"op": "replace", "start": first, "end": first}, sourceEventSeqs=[first])
             w.data[marker] = w.data.pop(first)
             w.surface[w.surface.index(first)] = marker
@@ -201,7 +202,7 @@ def _land(w: _Writer, stats: SyntheticLog, text: _Text, rng: random.Random, turn
         return
     stats.markers[turn].append("compression")
     if turn % 7 == 0:  # nothing to rewrite: the no-op marker only
-        seq = w.event("user/message", {**w.data[first], "source": marker_source("compression", turn, workers=1)},
+        seq = w.event("user/message", {**w.data[first], "source": marker_source(RC8, "compression", turn, workers=1)},
                       surfaceOp={"op": "replace", "start": first, "end": first}, sourceEventSeqs=[first])
         w.surface[w.surface.index(first)] = seq
         stats.noop_turns.add(turn)
@@ -209,7 +210,7 @@ def _land(w: _Writer, stats: SyntheticLog, text: _Text, rng: random.Random, turn
         return
     at = w.surface.index(first)
     seq = w.event("user/message", _user(f"Task {turn} (compressed): " + text.prose(12),
-                                        **marker_source("compression", turn, workers=1)),
+                                        **marker_source(RC8, "compression", turn, workers=1)),
                   surfaceOp={"op": "replace", "start": first, "end": first}, sourceEventSeqs=[first])
     w.surface[at] = seq
     rest = nodes[1:]

@@ -16,7 +16,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from turn_memory.doctor.findings import Finding, fail, ok
 
@@ -47,7 +49,14 @@ def _read_ready(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
     return box[0] if box else None
 
 
-def check_bridge(command: list[str], label: str, fix: str, *, timeout_s: float = 20.0) -> Finding:
+def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[str, Mapping[str, Any]] | None = None,
+                 timeout_s: float = 20.0) -> list[Finding]:
+    """Start `command` once; ping it; hand it each profile's row config as the shim would.
+
+    Returns the round-trip finding, then one `profile NAME: config` finding per entry of
+    `configs` (profile -> the row's config from `dsh --dump-config`): the engine's own
+    verdict on that config, a refusal with the key and its fix.
+    """
     import zmq  # only here: the rest of doctor does not need it
 
     tmp = Path(tempfile.mkdtemp(prefix="tm-doctor-"))
@@ -58,37 +67,46 @@ def check_bridge(command: list[str], label: str, fix: str, *, timeout_s: float =
         proc = subprocess.Popen([*command, "--endpoint", endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "TURN_MEMORY_SECRET": secret})
     except OSError as exc:
-        return fail(label, f"cannot start {command[0]}: {exc}", fix)
-    sock = None
+        return [fail(label, f"cannot start {command[0]}: {exc}", fix)]
+    sockets: list[Any] = []
+
+    def hello(config: Mapping[str, Any]) -> dict:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sockets.append(sock)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
+        sock.connect(bound)
+        return _call(sock, f"h{len(sockets)}", "hello", {
+            "protocol": PROTOCOL, "dshVersion": "0.1.0-rc.8", "dialect": "rc8", "secret": secret, "pid": os.getpid(),
+            "checkpointSource": {"kind": "plugin", "plugin": "compact", "compactionId": "probe"},
+            "config": dict(config)})
+
     try:
         bound = _read_ready(proc, timeout_s)
         if bound is None:
             proc.kill()
             _, err = proc.communicate(timeout=5)
-            return fail(label, f"the engine did not report READY within {timeout_s:.0f} s; its stderr: "
-                               f"{err.strip()[-400:] or '(empty)'}", fix)
+            return [fail(label, f"the engine did not report READY within {timeout_s:.0f} s; its stderr: "
+                                f"{err.strip()[-400:] or '(empty)'}", fix)]
         boot = time.monotonic() - started
-        sock = zmq.Context.instance().socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
-        sock.connect(bound)
-        hello = _call(sock, "h1", "hello", {
-            "protocol": PROTOCOL, "dshVersion": "0.1.0-rc.8", "dialect": "rc8", "secret": secret, "pid": os.getpid(),
-            "checkpointSource": {"kind": "plugin", "plugin": "compact", "compactionId": "probe"}})
-        if "error" in hello:
-            return fail(label, f"handshake refused: {hello['error']}", fix)
+        first = hello({})
+        if "error" in first:
+            return [fail(label, f"handshake refused: {first['error'].get('message', first['error'])}", fix)]
         t0 = time.perf_counter()
-        pong = _call(sock, "p1", "ping", {"echo": "doctor"})
+        pong = _call(sockets[0], "p1", "ping", {"echo": "doctor"})
         rtt_ms = (time.perf_counter() - t0) * 1000
         if pong.get("result") != {"echo": "doctor"}:
-            return fail(label, f"ping answered {pong!r}", fix)
-        version = hello.get("result", {}).get("engineVersion", "?")
-        return ok(label, f"engine {version} started in {boot:.1f} s on {bound.split(':')[0]}; hello ok; "
-                         f"ping round trip {rtt_ms:.1f} ms")
+            return [fail(label, f"ping answered {pong!r}", fix)]
+        version = first.get("result", {}).get("engineVersion", "?")
+        findings = [ok(label, f"engine {version} started in {boot:.1f} s on {bound.split(':')[0]}; hello ok; "
+                              f"ping round trip {rtt_ms:.1f} ms")]
+        for profile, config in (configs or {}).items():
+            findings.append(_config_finding(profile, config, hello(config)))
+        return findings
     except zmq.Again:
-        return fail(label, f"the engine did not answer within {timeout_s:.0f} s", fix)
+        return [fail(label, f"the engine did not answer within {timeout_s:.0f} s", fix)]
     finally:
-        if sock is not None:
+        for sock in sockets:
             sock.close(0)
         if proc.poll() is None:
             assert proc.stdin is not None
@@ -101,3 +119,16 @@ def check_bridge(command: list[str], label: str, fix: str, *, timeout_s: float =
             if stream is not None:
                 stream.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _config_finding(profile: str, config: Mapping[str, Any], answer: dict) -> Finding:
+    label = f"profile {profile}: config"
+    error = answer.get("error")
+    if error is None:
+        keys = sorted(k for k in config if k != "engine")
+        return ok(label, "the engine accepted the row's config (the handshake DSH's shim sends)"
+                         + (f"; sections set: {', '.join(keys)}" if keys else "; engine defaults otherwise"))
+    fix = error.get("fix") or f"fix the turn-memory row's config, then turn-memory install --profile {profile}"
+    return fail(label, f"the engine refuses the handshake ({error.get('code')}): {error.get('message')}; "
+                       "DSH runs without turn-memory until it is fixed",
+                fix.replace("--profile NAME", f"--profile {profile}"))

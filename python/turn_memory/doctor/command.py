@@ -71,6 +71,7 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
         findings.append(fail("profile", f"no DSH profile under {home / 'profiles'}",
                              "turn-memory install --profile headless  (or the profile you use)"))
     command: list[str] | None = None
+    configs: dict[str, dict[str, Any]] = {}
     for name in names:
         if dsh is None:
             findings.append(fail(f"profile {name}", "cannot ask DSH for the composed profile without a dsh",
@@ -82,13 +83,18 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
             continue
         command_finding = check_engine_command(config, name)
         findings += [command_finding, check_engine_log(config, name)]
-        if command is None and command_finding.status == "ok":
-            command = engine_command(config)
+        if command_finding.status == "ok":
+            command = command or engine_command(config)
+            # the handshake with exactly this config: a profile with another engine command gets it too,
+            # from this command's engine, which judges it by the same model
+            configs[name] = config
     if bridge:
         if command is None:  # still tell the user whether this install's engine works at all
             command = default_engine_command()
-        findings.append(check_bridge(command, "bridge round trip", "pip install -e <turn-memory checkout> in the "
-                                     "Python of the engine command, then turn-memory install --profile NAME"))
+        target = names[0] if len(names) == 1 else "NAME"
+        findings += check_bridge(command, "bridge round trip", "pip install --force-reinstall turn-memory in the "
+                                 f"Python of the engine command, then turn-memory install --profile {target}",
+                                 configs=configs)
     findings.append(check_processes(running_engines()))
     return home, findings
 

@@ -1,19 +1,87 @@
-"""The only place that knows DSH 0.1.0-rc.8 from 0.2.0-rc.2.
+"""The only place that knows DSH 0.1.0-rc.8 from 0.2.x (0.2.1-rc.2 is the real v02 host).
 
 Planners never branch on a version string: they ask a `Dialect` for capabilities
-("may an assistant/message replace?") and for host-shaped pieces (replace op, checkpoint
-source, assistant data, tool-result message). Everything a plan appends is built here,
-so a plan is host-shaped by construction and the shim appends it verbatim.
+("may an assistant/message replace?") and for host-shaped pieces (replace op, message
+sources, checkpoint source, assistant data, tool-result message). Everything a plan
+appends is built here, so a plan is host-shaped by construction and the shim appends it
+verbatim.
+
+Recognisers (`is_runtime_context`, `is_plugin_source`, `is_checkpoint_source`, …) accept
+both hosts' spellings of a source: a v02 log lifted from a released v3 log carries exactly
+the v02 form (dsh-session-format-v3-to-v4 `rewritePluginSource`: `{kind:'plugin',
+plugin:X, …}` becomes `{kind:'plugin:X', …}`, with renames for host producers), and an rc8
+log never holds a v02 form, so accepting both can never misread either log.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from turn_memory.host.known_events import KNOWN_EVENT_TYPES_RC8, KNOWN_EVENT_TYPES_V02
 
 DialectName = Literal["rc8", "v02"]
+
+#: rc8's runtime-context snapshot author; format v4 renames it to kind 'runtime-context'
+#: (dsh-session-format-v3-to-v4 RENAMED_PRODUCERS)
+SNAPSHOT_PLUGIN = "@deepseek-ai/dsh-system-prompt"
+RUNTIME_CONTEXT_KIND = "runtime-context"
+#: rc8's checkpoint author; v4 kind 'compact-checkpoint' (dsh-compaction COMPACT_CHECKPOINT_MARKER)
+CHECKPOINT_PLUGIN = "compact"
+CHECKPOINT_KIND = "compact-checkpoint"
+#: v3 plugins lifted to a kind other than `plugin:<name>` (dsh-session-format-v3-to-v4 RENAMED_PRODUCERS)
+_RENAMED_PRODUCERS = {
+    CHECKPOINT_PLUGIN: CHECKPOINT_KIND,
+    SNAPSHOT_PLUGIN: RUNTIME_CONTEXT_KIND,
+    "tools-code-mode": "ptc-mode",
+    "tools-ptc": "ptc-mode",
+    "dsh-compaction-basic": "compact-basic",
+}
+
+
+def plugin_of(source: Any) -> str | None:
+    """The plugin a message source names, in either spelling (`{kind:'plugin', plugin}` or
+    `{kind:'plugin:<name>'}`), else None."""
+    if not isinstance(source, dict):
+        return None
+    kind = source.get("kind")
+    if kind == "plugin":
+        plugin = source.get("plugin")
+        return plugin if isinstance(plugin, str) else None
+    if isinstance(kind, str) and kind.startswith("plugin:"):
+        return kind[len("plugin:"):]
+    return None
+
+
+def is_plugin_source(source: Any, plugin: str) -> bool:
+    return plugin_of(source) == plugin
+
+
+def is_runtime_context(source: Any) -> bool:
+    """The host's runtime-context snapshot: rc8 plugin dsh-system-prompt, v02 kind 'runtime-context'."""
+    return isinstance(source, dict) and (source.get("kind") == RUNTIME_CONTEXT_KIND or plugin_of(source) == SNAPSHOT_PLUGIN)
+
+
+def is_checkpoint_source(source: Any) -> bool:
+    """A compaction checkpoint: rc8 `{kind:'plugin', plugin:'compact'}`, v02 kind 'compact-checkpoint'."""
+    return isinstance(source, dict) and (source.get("kind") == CHECKPOINT_KIND or plugin_of(source) == CHECKPOINT_PLUGIN)
+
+
+def is_human_source(source: Any) -> bool:
+    """A message the person typed (both hosts: kind 'user'); anything else is a producer's."""
+    return isinstance(source, dict) and source.get("kind") == "user"
+
+
+def producer_of(source: Any) -> str | None:
+    """Who wrote a non-human message, for display: the plugin name, else the source kind."""
+    if not isinstance(source, dict) or is_human_source(source):
+        return None
+    plugin = plugin_of(source)
+    if plugin is not None:
+        return plugin
+    kind = source.get("kind")
+    return kind if isinstance(kind, str) and kind else None
 
 
 @dataclass(frozen=True)
@@ -40,10 +108,37 @@ class Dialect:
     #: v02: reload checks assistant/message turn/step are non-negative safe integers
     assistant_turn_step_checked: bool = False
     #: rc8: loading migrates pre-react-loop turn/start / turn/end shapes and refuses malformed
-    #: ones; v02's loader is undocumented here, so it is left unchecked there
+    #: ones (v02's loader has no such upgrade path for native v4 rows)
     turn_shapes_checked: bool = True
     #: {field: value} matchers of the host's own runtime-context snapshot message source
     snapshot_sources: tuple[dict[str, str], ...] = ()
+    #: v02: a tool/result message is first-class `{role:'tool', toolCallId, isError?, content:
+    #: blocks}`; rc8 wraps the blocks in one `tool-result` block of a user-role message
+    first_class_tool_results: bool = False
+    #: v02 (format v4): every message source must name its producer; `kind:'plugin'` is
+    #: retired and refused when persisted (dsh-session-format-v3-to-v4 message-sources)
+    producer_owned_sources: bool = False
+    #: v02: a system/message's source kind (dsh-session assertMessageEventShape)
+    system_source_kind: str | None = None
+    #: v02: session.append itself runs the event-data rules (validateSessionEventData)
+    event_data_checked_on_append: bool = False
+    #: v02: reload checks request/header `reason` (dsh-session assertCurrentLlmShape)
+    request_header_reason_checked: bool = False
+    #: v02: reload checks the turn/step/tool-call/compaction lifecycle
+    #: (dsh-session-format-v3-to-v4 Relationships); see `host/lifecycle.py`
+    lifecycle_checked: bool = False
+
+    @property
+    def plugin_steps(self) -> bool:
+        """May a plan open its own step/start … step/end to hold assistant nodes?
+
+        rc8: yes (nothing numbers steps on reload). v02: no. Reload requires each turn's steps
+        to be numbered 1, 2, … (Relationships step/start), while the agent loop numbers its
+        own steps in memory (dsh-agent-loop/lib/index.js:955 `step = phase.step + 1`): any
+        step a plugin opens breaks the loop's next step/start on reload. On v02 assistant
+        and tool-result nodes can only be appended inside a step the loop opened.
+        """
+        return not self.lifecycle_checked
 
     # -- surface intents -------------------------------------------------------------
     def replace_op(self, start: int, end: int) -> dict[str, Any]:
@@ -67,27 +162,48 @@ class Dialect:
             "user/message": "user",
             "assistant/message": "assistant",
             "tool/result": self.tool_result_role,
-            # v02 only; roles inferred from the type names (survey documents no reload check text)
+            # v02 only (dsh-session MESSAGE_ROLE_BY_TYPE)
             "system/message": "system",
             "developer/message": "developer",
         }.get(event_type)
 
     # -- message sources ---------------------------------------------------------------
+    def plugin_source(self, plugin: str, **fields: Any) -> dict[str, Any]:
+        """A source naming `plugin` as the producer, in this host's spelling.
+
+        v02 uses `plugin:<name>`, which is also what a released v3 log's `{kind:'plugin',
+        plugin}` is lifted to (dsh-session-format-v3-to-v4 producerKind), so a log written
+        by either host reads the same after lifting.
+        """
+        if self.producer_owned_sources:
+            return {"kind": f"plugin:{plugin}", **fields}
+        return {"kind": "plugin", "plugin": plugin, **fields}
+
     def checkpoint_source(self, compaction_id: str, source_command_id: str | None = None) -> dict[str, Any]:
+        # the shapes of the host's own compactCheckpointSource() (dsh-compaction/lib/index.js:116)
         base: dict[str, Any] = (
-            {"kind": "plugin", "plugin": "compact"} if self.name == "rc8" else {"kind": "compact-checkpoint"}
+            {"kind": CHECKPOINT_KIND} if self.producer_owned_sources else {"kind": "plugin", "plugin": CHECKPOINT_PLUGIN}
         )
         base["compactionId"] = compaction_id
         if source_command_id is not None:
             base["sourceCommandId"] = source_command_id
         return base
 
-    def is_checkpoint_source(self, source: Any) -> bool:
-        if not isinstance(source, dict):
-            return False
-        if self.name == "rc8":
-            return source.get("kind") == "plugin" and source.get("plugin") == "compact"
-        return source.get("kind") == "compact-checkpoint"
+    @staticmethod
+    def is_checkpoint_source(source: Any) -> bool:
+        return is_checkpoint_source(source)
+
+    @staticmethod
+    def is_plugin_source(source: Any, plugin: str) -> bool:
+        return is_plugin_source(source, plugin)
+
+    @staticmethod
+    def is_runtime_context(source: Any) -> bool:
+        return is_runtime_context(source)
+
+    def retired_source(self, source: Any) -> bool:
+        """A source this host refuses to persist (v02: the retired `kind: 'plugin'`)."""
+        return self.producer_owned_sources and isinstance(source, dict) and source.get("kind") == "plugin"
 
     # -- event data --------------------------------------------------------------------
     def assistant_data(self, turn: int, step: int, message: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -96,8 +212,43 @@ class Dialect:
             data.setdefault("stream", [])
         return data
 
-    def tool_result_message(self, message: dict[str, Any]) -> dict[str, Any]:
-        return {**message, "role": self.tool_result_role}
+    def tool_result_message(self, message_id: str, call_id: str, blocks: list[dict[str, Any]], *,
+                            is_error: bool = False) -> dict[str, Any]:
+        """The message of a tool/result answering `call_id` with content `blocks`."""
+        source = {"kind": "tool", "callId": call_id}
+        if self.first_class_tool_results:
+            # shape of a real 0.2.1 result (the loop's executeToolCalls; format v4 tool-role)
+            return {"id": message_id, "role": "tool", "source": source, "toolCallId": call_id,
+                    "isError": is_error, "content": blocks}
+        return {"id": message_id, "role": self.tool_result_role, "source": source,
+                "content": [{"type": "tool-result", "toolCallId": call_id, "content": blocks, "isError": is_error}]}
+
+    def tool_result_blocks(self, message: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The result's own content blocks (None when the message is not this host's shape)."""
+        content = message.get("content")
+        if not isinstance(content, list):
+            return None
+        if self.first_class_tool_results:
+            return content
+        block = content[0] if len(content) == 1 else None
+        inner = block.get("content") if isinstance(block, dict) and block.get("type") == "tool-result" else None
+        return inner if isinstance(inner, list) else None
+
+    def tool_result_is_error(self, message: dict[str, Any]) -> bool:
+        if self.first_class_tool_results:
+            return message.get("isError") is True
+        content = message.get("content")
+        return isinstance(content, list) and any(isinstance(b, dict) and b.get("isError") is True for b in content)
+
+    def with_tool_result_blocks(self, message: dict[str, Any], blocks: list[dict[str, Any]]) -> dict[str, Any]:
+        """A copy of a tool-result message whose result content is `blocks`, nothing else changed
+        (a tool/result replacement may change only content: dsh-session assertToolResultRewrite)."""
+        out = copy.deepcopy(message)
+        if self.first_class_tool_results:
+            out["content"] = blocks
+        else:
+            out["content"][0]["content"] = blocks
+        return out
 
 
 def _is_seq(value: Any) -> bool:
@@ -132,6 +283,12 @@ V02 = Dialect(
     assistant_turn_step_checked=True,
     turn_shapes_checked=False,
     snapshot_sources=({"kind": "runtime-context"},),
+    first_class_tool_results=True,
+    producer_owned_sources=True,
+    system_source_kind="system-prompt",
+    event_data_checked_on_append=True,
+    request_header_reason_checked=True,
+    lifecycle_checked=True,
 )
 
 DIALECTS: dict[str, Dialect] = {"rc8": RC8, "v02": V02}

@@ -1,31 +1,33 @@
 """Per-event shape rules a DSH host enforces, independent of the surface fold.
 
 Two kinds live here:
-- append-time: lossless JSON and the legacy request-header refusals (`session.append` throws);
-- reload-time: the event envelope, request-header and message shapes, and the known-type
-  gate. Live `append` skips these, but loading the log later runs them and refuses the whole
-  session, so a landing must satisfy them too (dsh-hosts.md "Reload traps").
+- append-time: lossless JSON and the legacy request-header refusals (`session.append`
+  throws); on v02 also the event-data rules (`event_data_violation`);
+- reload-time: the event envelope, request-header and message shapes, the known-type gate
+  and, on v02, the format v4 row rules (`format_v4`). Live `append` skips these, but
+  loading the log later runs them and refuses the whole session, so a landing must satisfy
+  them too (dsh-hosts.md "Reload traps").
 
 Each check returns a `Violation` (rule id, human text) or None; callers add the context.
-Written from the rules in dsh-hosts.md / the survey and the rc8 behaviour, not copied.
+rc8 rules were written from the survey and the rc8 behaviour; v02 rules follow
+`@deepseek-ai/dsh-session@0.2.1-rc.2` lib/index.js (cited per check).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
+from turn_memory.host import format_v4
 from turn_memory.host.dialect import Dialect
+from turn_memory.host.violation import Violation
+
+__all__ = ["Violation"]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
 #: envelope keys a stored event may carry; anything else makes the log unreadable
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
-
-
-class Violation(NamedTuple):
-    rule: str
-    detail: str
 
 
 def is_safe_int(value: Any) -> bool:
@@ -131,7 +133,7 @@ def known_type_violation(dialect: Dialect, event: dict[str, Any]) -> Violation |
     )
 
 
-def request_header_violation(event: dict[str, Any]) -> Violation | None:
+def request_header_violation(dialect: Dialect, event: dict[str, Any]) -> Violation | None:
     if event.get("type") != "request/header":
         return None
     data = event.get("data")
@@ -139,7 +141,7 @@ def request_header_violation(event: dict[str, Any]) -> Violation | None:
     config = header.get("config") if isinstance(header, dict) else None
     if not _has_provider_model(config):
         return Violation("request-header", "request/header lacks config provider/model")
-    assert isinstance(config, dict) and isinstance(header, dict)
+    assert isinstance(config, dict) and isinstance(header, dict) and isinstance(data, dict)
     effort = config.get("reasoningEffort")
     if "reasoningEffort" in config and not is_nonempty_str(effort):
         return Violation("request-header", "request/header has an invalid reasoningEffort")
@@ -153,11 +155,65 @@ def request_header_violation(event: dict[str, Any]) -> Violation | None:
         )
         if not ok:
             return Violation("request-header", "request/header has invalid adapterDefaults")
+    if dialect.request_header_reason_checked:
+        # v02 assertCurrentLlmShape (dsh-session/lib/index.js:1156-1157)
+        if data.get("reason") not in ("initial", "resume", "change", "series"):
+            return Violation("request-header", "request/header has an invalid reason")
+        if "startsSeries" in data and data["startsSeries"] is not True:
+            return Violation("request-header", "request/header has an invalid startsSeries marker")
     return None
 
 
+def event_data_violation(event: dict[str, Any]) -> Violation | None:
+    """v02 validateSessionEventData (dsh-session/lib/index.js:242-278): run by session.append
+    itself and again on load. Developer roles, tool-change blocks, canonical request headers,
+    and tool-failure metadata."""
+    etype, data = event.get("type"), event.get("data")
+    if etype in _MESSAGE_TYPES and isinstance(data, dict):
+        message = data if etype == "user/message" else data.get("message")
+        if isinstance(message, dict):
+            if (etype == "developer/message") != (message.get("role") == "developer"):
+                return Violation("developer-role", "developer/message and developer role must occur together")
+            content = message.get("content")
+            changes = [b for b in content if isinstance(b, dict) and b.get("type") in ("tool-addition", "tool-removal")] \
+                if isinstance(content, list) else []
+            if changes and message.get("role") != "developer":
+                return Violation("developer-role", "tool-change blocks require developer role")
+            if etype == "developer/message":
+                for block in changes:
+                    if not is_nonempty_str(block.get("toolName")):
+                        return Violation("v4-developer", f"{block['type']} requires a nonempty toolName")
+                    if block["type"] == "tool-addition" and "tool" in block:
+                        return Violation("v4-developer", "tool-addition must omit inline tool definitions")
+                additions = any(b["type"] == "tool-addition" for b in changes)
+                if (not is_seq(data.get("headerSeq"))) if additions else ("headerSeq" in data):
+                    return Violation("v4-developer", "developer/message requires headerSeq exactly when tool additions are present")
+    if etype == "request/header":
+        header = data.get("header") if isinstance(data, dict) else None
+        if not isinstance(header, dict):
+            return Violation("request-header", "request/header data and header must be objects")
+        if "system" in header:
+            return Violation("request-header", "request/header must omit header.system; use system/message")
+        if header.get("tools") == []:
+            return Violation("request-header", "request/header must omit empty tools")
+        if header.get("adapterDefaults") == {}:
+            return Violation("request-header", "request/header must omit empty adapterDefaults")
+    elif etype == "tool/result":
+        if not isinstance(data, dict):
+            return Violation("tool-error", "tool/result data must be an object")
+        if data.get("error") is not None:
+            message = data.get("message")
+            if not isinstance(message, dict) or message.get("isError") is not True:
+                return Violation("tool-error", "tool/result error requires message.isError === true")
+    return None
+
+
+_MESSAGE_TYPES = frozenset({"system/message", "developer/message", "user/message", "assistant/message", "tool/result"})
+
+
 def message_violation(dialect: Dialect, event: dict[str, Any]) -> Violation | None:
-    """Message shape of a message-producing event, as checked on reload."""
+    """Message shape of a message-producing event, as checked on reload
+    (v02: assertMessageEventShape, dsh-session/lib/index.js:1194-1219)."""
     etype = event.get("type")
     role = dialect.message_role(etype) if isinstance(etype, str) else None
     if role is None:
@@ -177,28 +233,45 @@ def message_violation(dialect: Dialect, event: dict[str, Any]) -> Violation | No
     content = message.get("content")
     if not isinstance(content, list):
         return Violation("message-content", f"{etype} message content must be an array")
+    if etype == "system/message" and dialect.system_source_kind is not None:
+        if source.get("kind") != dialect.system_source_kind:
+            return Violation("message-source", f"system/message needs source kind '{dialect.system_source_kind}'")
+        return None
     if etype == "assistant/message":
         assert isinstance(data, dict)  # the message was found inside it
         return _assistant_violation(dialect, data, source)
     if etype == "tool/result":
-        return _tool_result_violation(source, content)
+        return _tool_result_violation(dialect, message, source, content)
     return None
 
 
 def _assistant_violation(dialect: Dialect, data: dict[str, Any], source: dict[str, Any]) -> Violation | None:
     if source.get("kind") != "model" or not _has_provider_model(source):
         return Violation("message-source", "assistant/message needs source {kind:'model', provider, model}")
+    return settlement_violation(dialect, "assistant/message", data)
+
+
+def settlement_violation(dialect: Dialect, etype: str, data: Any) -> Violation | None:
+    """v02 assertAssistantSettlementShape (dsh-session/lib/index.js:1169): assistant/message
+    and assistant/attempt carry non-negative turn/step and a `stream` array ([] is valid)."""
+    data = data if isinstance(data, dict) else {}
     if dialect.assistant_turn_step_checked and not (is_seq(data.get("turn")) and is_seq(data.get("step"))):
-        return Violation("assistant-turn-step", "assistant/message turn/step must be non-negative safe integers")
+        return Violation("assistant-turn-step", f"{etype} turn/step must be non-negative safe integers")
     if dialect.assistant_requires_stream and not isinstance(data.get("stream"), list):
-        return Violation("assistant-stream", "assistant/message data must carry a stream array ([] is valid)")
+        return Violation("assistant-stream", f"{etype} data must carry a stream array ([] is valid)")
     return None
 
 
-def _tool_result_violation(source: dict[str, Any], content: list[Any]) -> Violation | None:
+def _tool_result_violation(dialect: Dialect, message: dict[str, Any], source: dict[str, Any],
+                           content: list[Any]) -> Violation | None:
     call_id = source.get("callId")
     if source.get("kind") != "tool" or not is_nonempty_str(call_id):
         return Violation("message-source", "tool/result needs source {kind:'tool', callId}")
+    if dialect.first_class_tool_results:
+        # v02: the first-class tool-role message; its content blocks are the result itself
+        if message.get("toolCallId") != call_id:
+            return Violation("tool-call-id", "tool/result message toolCallId must equal source.callId")
+        return None
     block = content[0] if len(content) == 1 else None
     if not isinstance(block, dict) or block.get("type") != "tool-result" or not isinstance(block.get("content"), list):
         return Violation("tool-result-block", "tool/result message must contain exactly one tool-result block")
@@ -268,17 +341,27 @@ def _has_provider_model(value: Any) -> bool:
 
 
 def reload_violations(dialect: Dialect, event: Any, *, time_optional: bool = False) -> list[Violation]:
-    """Every reload-only problem of one event, in the host's checking order."""
+    """Every reload-only problem of one event, in the host's checking order.
+
+    v02 order: the JSONL write (format v4 row admission), the read (row admission again,
+    message sources), validateStoredEvents (known type, adoptSessionEvent), then
+    Session.fromRestore (envelope, request header, settlement, message shape). The
+    lifecycle relationships need the log: `SessionLog` adds them.
+    """
     found = envelope_violation(event, time_optional=time_optional)
     if found is not None:
         return [found]  # the other checks assume a sane envelope
-    return [
-        v
-        for v in (
-            request_header_violation(event),
-            message_violation(dialect, event),
-            turn_shape_violation(dialect, event),
-            known_type_violation(dialect, event),
-        )
-        if v is not None
+    v4 = dialect.producer_owned_sources
+    known = event.get("type") in dialect.known_event_types
+    checks = [
+        format_v4.row_violation(event) if v4 else None,
+        format_v4.message_sources_violation(event) if v4 and known else None,
+        known_type_violation(dialect, event),
+        event_data_violation(event) if dialect.event_data_checked_on_append else None,
+        request_header_violation(dialect, event),
+        message_violation(dialect, event),
+        settlement_violation(dialect, "assistant/attempt", event.get("data"))
+        if dialect.lifecycle_checked and event.get("type") == "assistant/attempt" else None,
+        turn_shape_violation(dialect, event),
     ]
+    return [v for v in checks if v is not None]

@@ -2,7 +2,9 @@
 
 rc8's ImageBlock is `{type: 'image', attachment: ImageAttachmentRef}` with the ref
 `{attachmentId, mediaType, bytes, width, height, name?}`; the bytes live in the attachment
-service, the log only holds the ref. Wherever content is shown to a worker as text, an image
+service, the log only holds the ref (0.2.1 keeps the same block; its tool results hold their
+blocks directly instead of inside a `tool-result` block, which `image_refs` walks either
+way). Wherever content is shown to a worker as text, an image
 becomes one canonical marker built here from the ref, so the same image always gives the
 same marker and a worker's copy can be checked character for character.
 """

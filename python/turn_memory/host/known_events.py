@@ -3,8 +3,11 @@
 A log holding a type outside its host's set (and not marked ignorable, which
 `session.append` cannot write) is refused on the next start (survey §9 trap 19), so a
 plan may only append types listed here. rc8: generated from
-`@deepseek-ai/dsh-session@0.1.0-rc.8`'s KNOWN_SESSION_EVENT_TYPES. v02: the rc8 set
-plus the 0.2.0-rc.2 additions recorded in the survey (§3.5).
+`@deepseek-ai/dsh-session@0.1.0-rc.8`'s KNOWN_SESSION_EVENT_TYPES. v02: copied from
+`@deepseek-ai/dsh-session@0.2.1-rc.2` (lib/index.js:79, KNOWN_SESSION_EVENT_TYPES, 62
+types); tests/unit/test_surface_model_vs_host_v021.py checks it against the host's own
+constant. 0.2 dropped rc8's `assistant/chunk` and `tool/code-dispatch*` (format v4 refuses
+the latter outright: dsh-session-format-v3-to-v4 assertV4RetiredSyntax).
 """
 
 KNOWN_EVENT_TYPES_RC8 = frozenset(
@@ -60,18 +63,69 @@ KNOWN_EVENT_TYPES_RC8 = frozenset(
     }
 )
 
-KNOWN_EVENT_TYPES_V02 = KNOWN_EVENT_TYPES_RC8 | frozenset(
+KNOWN_EVENT_TYPES_V02 = frozenset(
     {
+        "agent-preset/selected",
+        "agent/inbox/spliced",
+        "approval/asked",
+        "approval/decided",
+        "approval/policy",
+        "assistant/attempt",
+        "assistant/message",
+        "command/done",
+        "command/run",
+        "compaction/end",
+        "compaction/prune",
+        "compaction/start",
+        "compaction/summary",
         "deliverables/presented",
         "developer/message",
+        "feedback/message-delete",
+        "feedback/message-put",
+        "feedback/record",
+        "goal/change",
+        "hook/invoked",
+        "hook/result",
         "image/offload",
+        "job/registered",
+        "job/settled",
+        "llm/retry",
+        "llm/retry-started",
         "model/selection",
+        "permission/preset",
+        "plan/mode",
+        "request/context",
+        "request/header",
+        "sandbox/mode",
+        "schedule/change",
         "session-log-deepseek/delivery-accepted",
+        "session/end-seed",
+        "session/title",
+        "session/title-llm-request",
+        "step/end",
+        "step/start",
         "subagent/catalog",
+        "subagent/descriptor",
         "subagent/model-selection-policy",
         "system/message",
+        "team/member",
+        "team/message/delivered",
+        "team/message/queued",
+        "team/task",
+        "todo/write",
+        "tool-workflow/agent-end",
+        "tool-workflow/agent-start",
+        "tool-workflow/run-end",
+        "tool-workflow/run-start",
+        "tool/call",
         "tool/ptc-dispatch",
         "tool/ptc-dispatch-start",
+        "tool/result",
+        "turn/end",
+        "turn/start",
+        "user/message",
+        "web/deepseek-search-llm-request",
+        "working-directory/change",
         "workspace/changes",
     }
 )

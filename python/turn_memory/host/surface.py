@@ -4,8 +4,10 @@ The surface is the ordered list of event seqs whose messages the model sees. An 
 it by `surfaceOp: 'append'` (tail) or by a positional replace op that shadows a contiguous
 span of current nodes with itself. `SessionLog` folds host-shaped events into that surface
 and validates a planned batch exactly as the host would, both when `session.append` runs and
-when the log is later reloaded (which checks more: see `event_shape`). Dialect differences
-come only from the `Dialect` object.
+when the log is later reloaded (which checks more: see `event_shape`, `format_v4` and, on
+v02, the lifecycle relationships in `lifecycle`). A plan must also leave the model a
+well-formed conversation: every tool call answered by its result, no result without its call.
+Dialect differences come only from the `Dialect` object.
 
 Nothing here does I/O. Appending costs O(1) amortised; a replacement costs O(surface).
 """
@@ -19,11 +21,13 @@ from turn_memory.host.dialect import Dialect
 from turn_memory.host.event_shape import (
     Violation,
     envelope_violation,
+    event_data_violation,
     is_seq,
     json_violation,
     legacy_header_violation,
     reload_violations,
 )
+from turn_memory.host.lifecycle import Lifecycle
 
 Event = dict[str, Any]
 
@@ -111,6 +115,17 @@ class _Scratch:
         self._tail: list[int] = []
         self._tail_pos: dict[int, int] = {}
         self._own: _SurfaceState | None = None
+        #: the first surface index the batch changed (its length when nothing changed yet)
+        self.first_changed = len(base.nodes)
+
+    def __len__(self) -> int:
+        return len(self._own.nodes) if self._own is not None else len(self._base.nodes) + len(self._tail)
+
+    def nodes_from(self, index: int) -> list[int]:
+        """Current nodes from `index` on, without copying the committed prefix."""
+        if self._own is not None:
+            return self._own.nodes[index:]
+        return self._base.nodes[index:] + self._tail
 
     def _materialise(self) -> _SurfaceState:
         if self._own is None:
@@ -139,6 +154,7 @@ class _Scratch:
         return self._materialise().span(start_idx, end_idx)
 
     def apply(self, t: _Transition) -> None:
+        self.first_changed = min(self.first_changed, t.start_idx if t.kind == "replace" else len(self))
         if self._own is None and t.kind == "append":
             self._tail_pos[t.seq] = len(self._tail)
             self._tail.append(t.seq)
@@ -196,7 +212,7 @@ def _plan(
     shadowed = surface.span(start_idx, end_idx)
     _check_sources(dialect, event, shadowed)
     if etype == "tool/result":
-        _check_tool_rewrite(event, shadowed, event_at)
+        _check_tool_rewrite(dialect, event, shadowed, event_at)
     if dialect.protects_system_head and start_idx == 0:
         _check_system_head(event, surface, end_idx, event_at)
     return _Transition("replace", seq, start_idx, end_idx, tuple(shadowed))
@@ -233,28 +249,36 @@ def _check_sources(dialect: Dialect, event: Event, shadowed: list[int]) -> None:
         )
 
 
-def _check_tool_rewrite(event: Event, shadowed: list[int], event_at: Callable[[int], Event]) -> None:
-    """A tool/result replacement rewrites one current tool/result, touching only its result content."""
+def _check_tool_rewrite(dialect: Dialect, event: Event, shadowed: list[int], event_at: Callable[[int], Event]) -> None:
+    """A tool/result replacement rewrites one current tool/result, touching only its result
+    content (v02: dsh-session/lib/index.js:394 assertToolResultRewrite)."""
     if len(shadowed) != 1:
         raise _Rejected("tool-rewrite-span", "tool/result replacement must rewrite exactly one current node")
     original = event_at(shadowed[0])
     if original.get("type") != "tool/result":
         raise _Rejected("tool-rewrite-target", f"tool/result replacement must target a tool/result (seq {shadowed[0]})")
-    before, after = _without_result_content(original.get("data")), _without_result_content(event.get("data"))
+    before = _without_result_content(dialect, original.get("data"))
+    after = _without_result_content(dialect, event.get("data"))
     if before is None or after is None:
         raise _Rejected("tool-rewrite-content-only", "tool/result replacement needs data.message.content on both sides")
     if not _json_equal(before, after):
         raise _Rejected("tool-rewrite-content-only", "tool/result replacement may change only the result content")
 
 
-def _without_result_content(data: Any) -> Any:
-    """tool/result data with the first block's `content` blanked, for the content-only comparison."""
+def _without_result_content(dialect: Dialect, data: Any) -> Any:
+    """tool/result data with its result content blanked, for the content-only comparison.
+
+    v02 blanks the whole message content (its blocks are the result); rc8 the content of
+    the single tool-result block, so there the block's own fields must stay.
+    """
     if not isinstance(data, dict):
         return None
     message = data.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(message, dict) or not isinstance(content, list):
         return None
+    if dialect.first_class_tool_results:
+        return {**data, "message": {**message, "content": None}}
     first = content[0] if content else {}
     blanked = {**first, "content": None} if isinstance(first, dict) else {"content": None}
     return {**data, "message": {**message, "content": [blanked]}}
@@ -300,6 +324,40 @@ def _tool_delta(event: Event) -> int:
     return sum(1 for block in content if isinstance(block, dict) and block.get("type") == "tool-call")
 
 
+def _calls_of(message: dict[str, Any]) -> list[str]:
+    content = message.get("content")
+    return [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool-call"] \
+        if isinstance(content, list) else []
+
+
+def pairing_problems(dialect: Dialect, events: Iterable[Event]) -> set[tuple[str, Any, int]]:
+    """What the provider would be sent wrong, over surface events in model order.
+
+    ("unanswered", call id, seq of the calling assistant): a tool call with no result before
+    the next assistant message (or the end); ("orphan", call id, seq of the result): a
+    result with no open call before it. Pure.
+    """
+    problems: set[tuple[str, Any, int]] = set()
+    open_calls: dict[Any, int] = {}
+    for event in events:
+        message = project_message(dialect, event)
+        if message is None:
+            continue
+        etype = event.get("type")
+        if etype == "assistant/message":
+            problems.update(("unanswered", call, seq) for call, seq in open_calls.items())
+            open_calls = {call: event["seq"] for call in _calls_of(message)}
+        elif etype == "tool/result":
+            source = message.get("source")
+            call = source.get("callId") if isinstance(source, dict) else None
+            if call in open_calls:
+                del open_calls[call]
+            else:
+                problems.add(("orphan", call, event["seq"]))
+    problems.update(("unanswered", call, seq) for call, seq in open_calls.items())
+    return problems
+
+
 def project_message(dialect: Dialect, event: Event) -> dict[str, Any] | None:
     """The message an event contributes to the model request (host deriveEventMessage), or None."""
     etype = event.get("type")
@@ -332,6 +390,8 @@ class SessionLog:
         self._surface = _SurfaceState()
         self._open: list[int] = []  # open tool calls after each surface node
         self._unmatched: int | None = None  # first surface index whose tool/result has no call
+        #: v02 reload-time turn/step/tool/compaction relationships (None: not checked)
+        self._life: Lifecycle | None = Lifecycle() if dialect.lifecycle_checked else None
         self.extend(events)
 
     # -- reading ---------------------------------------------------------------------------
@@ -385,15 +445,18 @@ class SessionLog:
         return index
 
     # -- validating a plan -----------------------------------------------------------------
-    def check_plan(self, events: Sequence[Event]) -> None:
+    def check_plan(self, events: Sequence[Event], *, model: bool = True) -> None:
         """Validate a batch as if appended now, in order, and as if the log were then reloaded.
 
         Seqs must already be assigned, consecutive from `len(self)`; `time` may be omitted
-        (the host stamps it). Raises SurfaceError naming the first offending event and rule.
-        The log is never modified.
+        (the host stamps it). With `model` (the default; off only to emulate the host, which
+        does not check it), also refused: a batch that leaves the model a tool call without its
+        result or a result without its call where there was none before. Raises SurfaceError
+        naming the first offending event and rule. The log is never modified.
         """
         base = len(self.events)
         scratch = _Scratch(self._surface)
+        life = self._life.copy() if self._life is not None else None
         accepted: list[Event] = []
 
         def event_at(seq: int) -> Event:
@@ -415,9 +478,9 @@ class SessionLog:
                     raise fail(check)
             if event["seq"] != seq:
                 raise fail(Violation("seq", f"seq {event['seq']} is not contiguous; expected {seq}"))
-            legacy = legacy_header_violation(event)
-            if legacy is not None:
-                raise fail(legacy)
+            for append_time in self._append_time_violations(event):
+                raise fail(append_time)
+            length_before = len(scratch)
             try:
                 transition = _plan(self.dialect, event, scratch, event_at)
             except _Rejected as rejected:
@@ -428,6 +491,42 @@ class SessionLog:
             accepted.append(event)
             if transition is not None:
                 scratch.apply(transition)
+            if life is not None:
+                found = life.accept(event, scratch, self.dialect.known_event_types.__contains__,
+                                    _life_transition(transition, length_before))
+                if found is not None:
+                    raise fail(found)
+        if model:
+            self._check_pairing(scratch, event_at, len(events))
+
+    def _append_time_violations(self, event: Event) -> list[Violation]:
+        found = [legacy_header_violation(event)]
+        if self.dialect.event_data_checked_on_append:
+            found.append(event_data_violation(event))
+        return [v for v in found if v is not None]
+
+    def _check_pairing(self, scratch: "_Scratch", event_at: Callable[[int], Event], count: int) -> None:
+        """The provider's view after the batch: no tool call it did not already have unanswered,
+        no result without its call. Scans only from the last balanced cut before the first
+        node the batch changed, so a small plan costs O(its tail), not O(surface)."""
+        first = scratch.first_changed
+        if first >= len(scratch) and first >= len(self.nodes):
+            return  # the batch changed no surface node
+        start = 0 if self._unmatched is not None and self._unmatched < first else min(first, len(self.nodes))
+        while start > 0 and self._open[start - 1] != 0:
+            start -= 1
+        before = pairing_problems(self.dialect, (self.events[s] for s in self.nodes[start:]))
+        after = pairing_problems(self.dialect, (event_at(s) for s in scratch.nodes_from(start)))
+        new = sorted(after - before, key=lambda p: p[2])
+        if new:
+            kind, call, seq = new[0]
+            base = len(self.events)
+            index = seq - base if seq >= base else None
+            what = (f"tool call {call} (assistant seq {seq}) would reach the model without its result"
+                    if kind == "unanswered" else f"tool result seq {seq} answers no open tool call ({call})")
+            rule = "model-unanswered-call" if kind == "unanswered" else "model-orphan-result"
+            etype = event_at(seq).get("type") if seq < base + count else None
+            raise SurfaceError(rule, what + " after this batch", seq=seq, index=index, event_type=etype)
 
     # -- mirroring committed events --------------------------------------------------------
     def append(self, event: Event) -> list[str]:
@@ -450,19 +549,22 @@ class SessionLog:
             raise fail(Violation("json", "event data is missing"))
         # no lossless-JSON walk here: a committed event reached us as JSON, and the walk
         # would dominate the cost of folding a long log
-        legacy = legacy_header_violation(event)
-        if legacy is not None:
-            raise fail(legacy)
+        for append_time in self._append_time_violations(event):
+            raise fail(append_time)
+        length_before = len(self._surface.nodes)
         try:
             transition = _plan(self.dialect, event, self._surface, self.events.__getitem__)
         except _Rejected as rejected:
             raise fail(rejected.violation) from None
-        problems = [
-            f"seq {seq} ({etype}): {v.detail} [rule: {v.rule}]; this session would not reload"
-            for v in reload_violations(self.dialect, event)
-        ]
+        found = reload_violations(self.dialect, event)
         self.events.append(event)
         self._commit(transition)
+        if self._life is not None:
+            life = self._life.accept(event, self._surface, self.dialect.known_event_types.__contains__,
+                                     _life_transition(transition, length_before))
+            if life is not None:
+                found.append(life)
+        problems = [f"seq {seq} ({etype}): {v.detail} [rule: {v.rule}]; this session would not reload" for v in found]
         self.reload_problems.extend(problems)
         return problems
 
@@ -491,3 +593,7 @@ class SessionLog:
         self._open.append(count)
         if count < 0 and self._unmatched is None:
             self._unmatched = len(self._open) - 1
+
+
+def _life_transition(t: _Transition | None, length_before: int) -> tuple[str, tuple[int, ...], int] | None:
+    return None if t is None else (t.kind, t.shadowed, length_before)

@@ -26,7 +26,7 @@ from turn_memory.host.surface import project_message
 from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
 from turn_memory.host.turns import LANDING_STEP
 from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_members
-from turn_memory.turns.markers import PLUGIN
+from turn_memory.turns.markers import is_own_source
 
 CHUNK = "assistant/chunk"
 ROW_TYPES = frozenset(CHUNK_ROW_TYPES)
@@ -372,7 +372,7 @@ class Fold:
 
 
 def _marker(source: Any) -> tuple[str, int] | None:
-    if type(source) is dict and source.get("plugin") == PLUGIN and source.get("kind") == "plugin":
+    if type(source) is dict and is_own_source(source):
         phase, turn = source.get("phase"), source.get("turn")
         if phase in ("pending", "compression") and type(turn) is int:
             return phase, turn

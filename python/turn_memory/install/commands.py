@@ -29,7 +29,7 @@ def add_install_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="extra row config (dotted keys, YAML values), e.g. --set engine.startTimeoutMs=20000")
     p.add_argument("--config-json", metavar="JSON", help="extra row config as a JSON object (merged before --set)")
-    p.add_argument("--shim-dir", type=Path, help="the shim-js folder to pack (default: this checkout's shim-js)")
+    p.add_argument("--shim-dir", type=Path, help="a shim-js folder to pack instead of the shim this turn-memory carries (for shim development)")
     p.add_argument("--force-plugin", action="store_true",
                    help="run `dsh plugin add` even when the identical tarball is already installed")
     p.set_defaults(func=run_install)

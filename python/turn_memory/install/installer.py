@@ -21,6 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from turn_memory import resources
+from turn_memory.config import config_problems, suggested_sets
+
 from . import layout as L
 from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
@@ -40,9 +43,6 @@ from .profile import (
     tail,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-DEFAULT_SHIM_DIR = REPO_ROOT / "shim-js"
-DEFAULT_TEMPLATES_DIR = REPO_ROOT / "profile-patch"
 TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
 
 
@@ -219,7 +219,7 @@ def _tree_by_rewrite(ctx: Context, user_text: str) -> list[dict[str, Any]]:
 
 
 def load_template(opts: Options, kind: str) -> L.Template:
-    directory = opts.templates_dir or DEFAULT_TEMPLATES_DIR
+    directory = opts.templates_dir or resources.profile_patch_dir()
     path = directory / TEMPLATE_FILES[kind]
     text = read_text(path)
     if text is None:
@@ -265,7 +265,8 @@ def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
 def install(opts: Options) -> int:
     try:
         return _install(_resolve(opts))
-    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError) as err:
+    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
+            resources.ResourceError) as err:
         opts.out(f"error: {err}")
         return getattr(err, "code", 1)
 
@@ -273,9 +274,10 @@ def install(opts: Options) -> int:
 def _install(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
-    _ensure_profile(ctx)
-    shim_dir = opts.shim_dir or DEFAULT_SHIM_DIR
     row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
+    check_row_config(row["config"], paths.name)  # before anything, even creating the profile
+    _ensure_profile(ctx)
+    shim_dir = opts.shim_dir or resources.shim_dir()
     text0 = read_text(paths.patch_file)
     user_text, old_block = split_block(text0 or "")
     user_entries(user_text)  # refuse an unparsable file before anything runs
@@ -389,6 +391,18 @@ def _allow_shim_build_rule(ctx: Context) -> None:
     ctx.backups.before_edit(path)
     write_text(path, new)
     ctx.say(f"  pnpm     : {path.name}: allowBuilds.{BUILD_RULE_PACKAGE} = false (its prebuilt addon needs no build script)")
+
+
+def check_row_config(config: Mapping[str, Any], profile: str) -> None:
+    """Refuse a row config the engine would refuse at handshake, before anything is written."""
+    problems = config_problems(config)
+    if not problems:
+        return
+    sets = suggested_sets(problems)
+    fix = (f"turn-memory install --profile {profile} {sets}" if sets else
+           "`turn-memory config` lists every key with its default; correct the --set/--config-json value")
+    raise InstallError(f"invalid turn-memory config: {'; '.join(p.message for p in problems)}; nothing was changed\n"
+                       f"  fix: {fix}")
 
 
 def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:

@@ -18,7 +18,8 @@ from pydantic import Field
 
 from turn_memory.host.turns import LANDING_STEP
 from turn_memory.memory_tools.registry import PublicCall, PublicTool
-from turn_memory.turns.markers import SNAPSHOT_PLUGIN, marker_of
+from turn_memory.host.dialect import is_runtime_context, producer_of
+from turn_memory.turns.markers import marker_of
 from turn_memory.turns.nodes import render_blocks
 from turn_memory.workers import ToolAnswer, ToolArgs, ToolError, parse_args, preview
 
@@ -79,10 +80,11 @@ def _label(event: dict[str, Any], message: dict[str, Any]) -> str | None:
     if kind == "tool/result":
         return "tool result"
     source = message.get("source") or {}
-    if source.get("kind") == "plugin":
-        if source.get("plugin") == SNAPSHOT_PLUGIN:
-            return None  # runtime-context snapshot: host scaffolding, not conversation
-        return f"user (from plugin {source.get('plugin')}, not a human message)"
+    if is_runtime_context(source):
+        return None  # runtime-context snapshot: host scaffolding, not conversation
+    producer = producer_of(source)
+    if producer is not None and source.get("kind") != "user":
+        return f"user (from plugin {producer}, not a human message)"
     return "user"
 
 

@@ -5,7 +5,8 @@ end without an accepted finish disposes it and continues with a fresh spawn that
 from the editor's current catalog. The budget counts consecutive workers without an
 accepted replacement; progress resets it. Each worker is bounded in model requests by the
 shim, so no job can spin. The session is only touched twice: the pending marker, and the
-final landing — in the next turn's pre-step, so the next request already sees it.
+final landing — at a later turn's pre-step. `run()` ends once the landing is ready (the
+queue moves on to the next turn); the turn service lands it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class TurnJob:
     worker_modes: list[str] = field(default_factory=list)
     current_worker: str | None = None
     finished: bool = False
-    #: set when a landing is prepared (or there is nothing left to land)
+    #: set when the job stops compressing: a validated landing waits for a pre-step, or
+    #: there is nothing left to land (then `landed` is set too)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
     landed: asyncio.Event = field(default_factory=asyncio.Event)
     #: takes the turn's thought hints (bounded wait); None: hints are off
@@ -108,7 +110,6 @@ class TurnJob:
         log.info("%s: finished by worker %d (%s); %d -> %d nodes; landing at the next pre-step", self.where,
                  len(self.workers), ", ".join(self.worker_modes), len(self.positions), len(self.editor.nodes))
         self.ready.set()
-        await self.landed.wait()
 
     def _prepare(self) -> list[int] | None:
         """Re-read the current surface: the turn's nodes, or None (logged) when it cannot be compressed."""

@@ -1,18 +1,25 @@
 """Turn a validated working surface into one append plan (design D-001, D-003, D-008, D-019).
 
 Pure. The plan is host-shaped through the dialect and is validated by the surface model
-before it is sent. Landing happens in the next turn's first pre-step: the new turn is open
-but its first step has not started, and the compressed turn is still the surface tail.
+before it is sent. Landing happens in a pre-step of a later turn (the first one after the
+compression is ready): that turn is open and its next step has not started; the compressed
+turn need not be the surface tail any more.
 
 - 0.1.0-rc.8 (assistant/message may replace): the pure N→M replacement in place — one
   replacement per changed node over its landing slice, citing its semantic sources and
   its slice; unchanged nodes keep their original events.
-- 0.2.0-rc.2 (assistant/message may only be appended): the four modes of D-019.
+- 0.2.x (assistant/message may only be appended): the four modes of D-019, with one
+  correction from the real 0.2.1 host: mode 3 appends assistant and tool-result nodes,
+  which reload only inside a step the agent loop opened (see `Dialect.plugin_steps`); in
+  the next turn's pre-step no such step exists, so there mode 3 degrades to mode 4.
 
-Assistant events a landing writes sit inside a short landing step (`step/start` … `step/end`
-of the open turn, numbered 0 — the loop numbers its steps from 1): DSH's token meter prices
-every assistant/message as the output of an open step and throws, for the rest of the
-session, on one that is not.
+Assistant events a landing writes sit inside a step: the loop's open step when the landing
+runs in one (`LandingContext.open_step`), else (rc8 only) a short landing step (`step/start`
+… `step/end` of the open turn, numbered 0 — the loop numbers its steps from 1): DSH's token
+meter prices every assistant/message as the output of an open step and throws, for the
+rest of the session, on one that is not. Tool results are appended right after their
+calling assistant, each behind a replayed `tool/call`, so the model never sees a call
+without its result (and v02's reload finds every result started).
 
 The turn's first user node always ends up carrying the `compression` marker (a no-op
 exact-content copy when the worker left it unchanged), so a landed turn is recognisable
@@ -26,12 +33,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialect import Dialect, is_runtime_context
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import LANDING_STEP
 from turn_memory.landing.land import Plan
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
-from turn_memory.turns.markers import CONTINUATION, SNAPSHOT_PLUGIN, Phase, marker_source
+from turn_memory.turns.markers import CONTINUATION, Phase, marker_source
 from turn_memory.turns.nodes import OriginalNode
 
 
@@ -43,6 +50,11 @@ class LandingContext:
     workers: int
     #: how each worker started, in order ("fork", "spawn", …): landing provenance
     modes: tuple[str, ...] = ()
+    #: the step of `open_turn` the agent loop has open while landing (e.g. its first step's
+    #: request hook, before the step's own input is appended), or None in a pre-step. Appended
+    #: assistant/tool nodes then belong to that step. Recovery (host.turns.node_origins) does
+    #: not yet attribute such appends to the landed turn: the engine lands in pre-steps only.
+    open_step: int | None = None
 
 
 class LandingImpossible(Exception):
@@ -72,8 +84,9 @@ def _cites(node: WorkingNode, positions: list[int]) -> list[int]:
     return sorted({*node.sources, *positions[node.slice[0]:node.slice[1] + 1]})
 
 
-def _marker(ctx: LandingContext, phase: Phase = "compression") -> dict[str, Any]:
-    return marker_source(phase, ctx.turn, workers=ctx.workers, **({"workerModes": list(ctx.modes)} if ctx.modes else {}))
+def _marker(dialect: Dialect, ctx: LandingContext, phase: Phase = "compression") -> dict[str, Any]:
+    return marker_source(dialect, phase, ctx.turn, workers=ctx.workers,
+                         **({"workerModes": list(ctx.modes)} if ctx.modes else {}))
 
 
 def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
@@ -82,7 +95,7 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
     message = copy.deepcopy(event["data"])
     # a marker copy of an automatic continuation stays host context, not human words (D-013)
     carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION}
-    message.update(id=_uuid(), source=marker_source("pending", turn, **carried))
+    message.update(id=_uuid(), source=marker_source(log.dialect, "pending", turn, **carried))
     sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})
     return Plan([{"type": "user/message", "data": message, "surfaceOp": log.dialect.replace_op(first_seq, first_seq),
                   "sourceEventSeqs": sources}], spans=[[first_seq]], label=f"turn {turn} pending marker")
@@ -91,32 +104,45 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
 def noop_plan(log: SessionLog, first_seq: int, ctx: LandingContext) -> Plan:
     """Nothing to rewrite: re-mark the first user node as landed (content unchanged)."""
     plan = pending_plan(log, first_seq, ctx.turn)
-    plan.events[0]["data"]["source"] = _marker(ctx)
+    plan.events[0]["data"]["source"] = _marker(log.dialect, ctx)
     plan.label = f"turn {ctx.turn} no-op landing"
     return plan
 
 
-def _landing_step(ctx: LandingContext, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    if not any(e["type"] == "assistant/message" for e in events):
+def _step_of(dialect: Dialect, ctx: LandingContext) -> tuple[int, int] | None:
+    """(turn, step) appended assistant/tool nodes belong to, or None when they cannot land now."""
+    if ctx.open_turn is None:
+        return None
+    if ctx.open_step is not None:
+        return ctx.open_turn, ctx.open_step
+    return (ctx.open_turn, LANDING_STEP) if dialect.plugin_steps else None
+
+
+def _landing_step(dialect: Dialect, ctx: LandingContext, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not any(e["type"] in ("assistant/message", "tool/call") or
+               (e["type"] == "tool/result" and e.get("surfaceOp") == "append") for e in events):
         return events
     if ctx.open_turn is None:
-        raise LandingImpossible("assistant nodes can only land while a turn is open (in the next turn's pre-step)")
+        raise LandingImpossible("assistant nodes can only land while a turn is open (in a later turn's pre-step)")
+    if ctx.open_step is not None:
+        return events  # inside the loop's own step
+    if not dialect.plugin_steps:
+        raise LandingImpossible(f"{dialect.name}: appended assistant/tool nodes need a step the agent loop opened")
     step = {"turn": ctx.open_turn, "step": LANDING_STEP}
     return [{"type": "step/start", "data": dict(step)}, *events, {"type": "step/end", "data": dict(step)}]
 
 
-def _assistant_event(dialect: Dialect, ctx: LandingContext, text: str, source: dict[str, Any],
+def _assistant_event(dialect: Dialect, where: tuple[int, int], text: str, source: dict[str, Any],
                      surface: dict[str, Any]) -> dict[str, Any]:
     message = {"id": _uuid(), "role": "assistant", "content": [{"type": "text", "text": text}], "source": source}
-    return {"type": "assistant/message",
-            "data": dialect.assistant_data(ctx.open_turn or 0, LANDING_STEP, message), **surface}
+    return {"type": "assistant/message", "data": dialect.assistant_data(*where, message), **surface}
 
 
 def _retained_snapshot(log: SessionLog) -> int | None:
     """The runtime-context snapshot the host currently retains (newest one on the surface)."""
     on_surface = set(log.nodes)
     for event in reversed(log.events):
-        if event["type"] == "user/message" and ((event.get("data") or {}).get("source") or {}).get("plugin") == SNAPSHOT_PLUGIN:
+        if event["type"] == "user/message" and is_runtime_context((event.get("data") or {}).get("source")):
             if event["seq"] in on_surface:
                 return event["seq"]
     return None
@@ -144,7 +170,7 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
         events, shadowed = _in_place(log, editor, positions, ctx)
     else:
         events, shadowed = _v02(log, editor, positions, ctx)
-    events = _landing_step(ctx, events) + _keep_snapshot(log, shadowed)
+    events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
     return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})")
 
 
@@ -164,12 +190,13 @@ def _in_place(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
         shadowed.update(span)
         surface = {"surfaceOp": dialect.replace_op(span[0], span[-1]), "sourceEventSeqs": _cites(node, positions)}
         if node.role == "user":
-            source = _marker(ctx) if index == 0 else marker_source("compression", ctx.turn)
+            source = _marker(dialect, ctx) if index == 0 else marker_source(dialect, "compression", ctx.turn)
             events.append({"type": "user/message", "data": _user_message(node.text, source), **surface})
         elif node.role == "assistant":
             if model is None:
                 raise LandingImpossible("no model source to attribute rewritten assistant nodes to")
-            events.append(_assistant_event(dialect, ctx, node.text, model, surface))
+            where = _step_of(dialect, ctx) or (ctx.open_turn or 0, LANDING_STEP)
+            events.append(_assistant_event(dialect, where, node.text, model, surface))
         else:
             events.append(_tool_rewrite(log, editor, node, positions, surface))
     return events, shadowed
@@ -179,9 +206,9 @@ def _tool_rewrite(log: SessionLog, editor: TurnNodeEditor, node: WorkingNode, po
                   surface: dict[str, Any]) -> dict[str, Any]:
     """A tool result may only change its content, one-to-one (both dialects)."""
     original = editor.originals[node.slice[0]]
-    data = copy.deepcopy(log.events[positions[node.slice[0]]]["data"])
-    data["message"]["content"][0]["content"] = [{"type": "text", "text": node.text}]
     assert original.role == "tool"
+    data = copy.deepcopy(log.events[positions[node.slice[0]]]["data"])
+    data["message"] = log.dialect.with_tool_result_blocks(data["message"], [{"type": "text", "text": node.text}])
     return {"type": "tool/result", "data": data, **surface}
 
 
@@ -189,28 +216,33 @@ def _v02(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
          ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
     dialect = log.dialect
     nodes = editor.nodes
-    # mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type
-    if all(n.original is not None or (n.capacity == 1 and _same_type(editor, n)) for n in nodes) \
-            and all(n.role != "assistant" or not n.changed for n in nodes):
+    # mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type; a
+    # tool-result rewrite reloads only inside an open turn (v02 lifecycle)
+    one_to_one = all(n.original is not None or (n.capacity == 1 and _same_type(editor, n)) for n in nodes) \
+        and all(n.role != "assistant" or not n.changed for n in nodes)
+    if one_to_one and (ctx.open_turn is not None or not any(n.changed and n.role == "tool" for n in nodes)):
         return _in_place(log, editor, positions, ctx)
     model = _model_source(editor.originals)
     shadowed = set(positions)
     whole = {"surfaceOp": dialect.replace_op(positions[0], positions[-1])}
     at_tail = log.nodes[-1] == positions[-1]
-    if at_tail and model is not None and ctx.open_turn is not None and nodes[0].role == "user":
+    where = _step_of(dialect, ctx)
+    if at_tail and model is not None and where is not None and nodes[0].role == "user":
         # mode 3: the first node replaces the whole turn; the rest is appended after it
         first = nodes[0]
-        first_message = _user_message(first.text, _marker(ctx)) if first.changed else {
-            **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(ctx)}  # type: ignore[union-attr]
+        first_message = _user_message(first.text, _marker(dialect, ctx)) if first.changed else {
+            **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(dialect, ctx)}  # type: ignore[union-attr]
         events = [{"type": "user/message", "data": first_message, **whole,
                    "sourceEventSeqs": sorted({*first.sources, *positions})}]
+        base = len(log)
+        calls: dict[str, dict[str, Any]] = {}
         for node in nodes[1:]:
-            events.append(_appended(dialect, ctx, node, model))
+            events += _appended(log, ctx, node, model, where, calls, base + len(events))
         return events, shadowed
     # mode 4: one user checkpoint standing for the whole turn, roles written out
     label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
     text = "\n\n".join(f"{label[n.role]}: {n.text}" for n in nodes)
-    return [{"type": "user/message", "data": _user_message(text, _marker(ctx)), **whole,
+    return [{"type": "user/message", "data": _user_message(text, _marker(dialect, ctx)), **whole,
              "sourceEventSeqs": sorted({s for n in nodes for s in n.sources} | set(positions))}], shadowed
 
 
@@ -218,21 +250,49 @@ def _same_type(editor: TurnNodeEditor, node: WorkingNode) -> bool:
     return editor.originals[node.slice[0]].role == node.role
 
 
-def _appended(dialect: Dialect, ctx: LandingContext, node: WorkingNode, model: dict[str, Any]) -> dict[str, Any]:
-    """Re-materialise one node after a mode-3 head: unchanged nodes keep their event data."""
+def _appended(log: SessionLog, ctx: LandingContext, node: WorkingNode, model: dict[str, Any],
+              where: tuple[int, int], calls: dict[str, dict[str, Any]], seq: int) -> list[dict[str, Any]]:
+    """Re-materialise one node after a mode-3 head (the first event lands at `seq`).
+
+    Unchanged nodes keep their event data, re-homed to `where`. A tool result (kept or
+    rewritten) stays a tool/result answering the call of the kept assistant before it (the
+    editor keeps every result paired with its verbatim call), behind a replayed tool/call:
+    v02 reloads a result only after its call started in the same step.
+    """
+    dialect = log.dialect
+    turn, step = where
     original = node.original
+    if node.role == "tool":
+        call_id = node.result_for
+        block = calls.get(call_id or "")
+        if block is None:
+            raise LandingImpossible(f"tool result for {call_id} has no kept calling assistant before it")
+        origin = original.seq if original is not None else _result_seq(log, node)
+        data = copy.deepcopy(log.events[origin]["data"])
+        data.update(turn=turn, step=step)
+        data["message"]["id"] = _uuid()
+        if original is None:
+            data["message"] = dialect.with_tool_result_blocks(data["message"], [{"type": "text", "text": node.text}])
+        call = {"type": "tool/call", "data": {"turn": turn, "step": step, "callId": call_id,
+                                              "name": block.get("name"), "arguments": block.get("arguments")}}
+        return [call, {"type": "tool/result", "data": data, "surfaceOp": "append", "sourceEventSeqs": sorted({origin, seq})}]
     if original is None:
         if node.role == "assistant":
-            return _assistant_event(dialect, ctx, node.text, model, {"surfaceOp": "append"})
-        return {"type": "user/message", "data": _user_message(node.text, marker_source("compression", ctx.turn)),
-                "surfaceOp": "append", "sourceEventSeqs": list(node.sources)}
+            return [_assistant_event(dialect, where, node.text, model, {"surfaceOp": "append"})]
+        return [{"type": "user/message", "data": _user_message(node.text, marker_source(dialect, "compression", ctx.turn)),
+                 "surfaceOp": "append", "sourceEventSeqs": list(node.sources)}]
     data = copy.deepcopy(original.event["data"])
     if original.event["type"] == "assistant/message":
-        data.update(turn=ctx.open_turn, step=LANDING_STEP)
+        data.update(turn=turn, step=step)
         data["message"]["id"] = _uuid()
-        return {"type": "assistant/message", "data": data, "surfaceOp": "append"}
-    if original.event["type"] == "tool/result":
-        data["message"]["id"] = _uuid()
-        return {"type": "tool/result", "data": data, "surfaceOp": "append", "sourceEventSeqs": [original.seq]}
+        for block in data["message"].get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                calls[block.get("id")] = block
+        return [{"type": "assistant/message", "data": data, "surfaceOp": "append"}]
     data["id"] = _uuid()
-    return {"type": "user/message", "data": data, "surfaceOp": "append", "sourceEventSeqs": [original.seq]}
+    return [{"type": "user/message", "data": data, "surfaceOp": "append", "sourceEventSeqs": [original.seq]}]
+
+
+def _result_seq(log: SessionLog, node: WorkingNode) -> int:
+    """The original tool/result a rewritten tool node stands for (its one-position slice)."""
+    return next(s for s in node.sources if log.events[s]["type"] == "tool/result")

@@ -1,27 +1,33 @@
 """turn-memory's durable markers, carried in message `source` (never a custom event type,
 which would make the log unreadable on the next start).
 
-A turn's first user node is replaced by an exact-content copy carrying
-`{kind: 'plugin', plugin: 'turn-memory', phase, turn}`:
+A turn's first user node is replaced by an exact-content copy whose source names
+turn-memory as the producer (`dialect.plugin_source`: rc8 `{kind:'plugin',
+plugin:'turn-memory', …}`, v02 `{kind:'plugin:turn-memory', …}`, which is also what format
+v4 lifts a released v3 marker to), with `phase` and `turn`:
 - `pending` at turn/end, before any worker starts (recovery redoes such turns);
 - `compression` when the compressed turn lands (or the no-op copy, when nothing changed).
 The marker survives a later session checkpoint shadowing it: recovery scans the whole
-append-only log, not the surface.
+append-only log, not the surface. Markers are recognised in both spellings.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
+from turn_memory.host.dialect import Dialect, is_human_source, is_plugin_source
+
 PLUGIN = "turn-memory"
 Phase = Literal["pending", "compression"]
 
-#: the host's runtime-context snapshot author (rc8 dsh-system-prompt)
-SNAPSHOT_PLUGIN = "@deepseek-ai/dsh-system-prompt"
+
+def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:
+    return dialect.plugin_source(PLUGIN, phase=phase, turn=turn, **extra)
 
 
-def marker_source(phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:
-    return {"kind": "plugin", "plugin": PLUGIN, "phase": phase, "turn": turn, **extra}
+def is_own_source(source: Any) -> bool:
+    """A source naming turn-memory, in either host's spelling."""
+    return is_plugin_source(source, PLUGIN)
 
 
 def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
@@ -29,9 +35,9 @@ def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
     if event.get("type") != "user/message":
         return None
     source = (event.get("data") or {}).get("source") or {}
-    if source.get("kind") == "plugin" and source.get("plugin") == PLUGIN:
+    if is_own_source(source):
         phase, turn = source.get("phase"), source.get("turn")
-        if phase in ("pending", "compression") and isinstance(turn, int):
+        if phase in ("pending", "compression") and isinstance(turn, int) and not isinstance(turn, bool):
             return phase, turn
     return None
 
@@ -41,8 +47,12 @@ CONTINUATION = "continuation"
 
 
 def is_host_context(message: dict[str, Any]) -> bool:
-    """Host/plugin scaffolding in the user role (runtime-context snapshots, automatic
-    continuation follow-ups…): not human intent."""
-    source = message.get("source") or {}
-    return message.get("role") == "user" and source.get("kind") == "plugin" and (
-        source.get("plugin") != PLUGIN or CONTINUATION in source)
+    """Host/plugin scaffolding in the user role (runtime-context snapshots, checkpoints,
+    automatic continuation follow-ups…): not human intent. A turn-memory marker copy of the
+    person's words stays human."""
+    source = message.get("source")
+    if message.get("role") != "user" or not isinstance(source, dict) or not source.get("kind"):
+        return False
+    if is_own_source(source):
+        return CONTINUATION in source
+    return not is_human_source(source)

@@ -90,7 +90,12 @@ def original_nodes(log: SessionLog, seqs: Sequence[int]) -> list[OriginalNode]:
         event = log.events[seq]
         kind_of_event = event["type"]
         message = event["data"] if kind_of_event == "user/message" else event["data"]["message"]
-        text, images, reasoning = render_blocks(message.get("content") or [])
+        blocks = message.get("content") or []
+        if kind_of_event == "tool/result" and log.dialect.first_class_tool_results:
+            # v02 results carry their blocks directly: show the worker the same text as on rc8
+            blocks = [{"type": "tool-result", "toolCallId": message.get("toolCallId"),
+                       "isError": log.dialect.tool_result_is_error(message), "content": blocks}]
+        text, images, reasoning = render_blocks(blocks)
         sources: tuple[int, ...] = (seq,)
         if marker_of(event) is not None:
             # a marker copy stands for the original user message it replaced (design D-015)

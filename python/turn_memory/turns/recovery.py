@@ -39,10 +39,17 @@ def scan_marks(events: Sequence[dict[str, Any]]) -> TurnMarks:
     return TurnMarks(completed, pending, landed)
 
 
+#: the nodes a turn consists of; v02's system/developer messages are host scaffolding the
+#: loop writes inside a step (turn 1 opens with the system prompt, surface node 0, which only
+#: a system/message may replace), never part of what a turn said
+TURN_NODE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+
+
 def turn_nodes(log: SessionLog, turn: int) -> list[int]:
     """The current surface nodes of `turn`, in order (empty when shadowed by a checkpoint)."""
     origins = node_origins(log.events, log.dialect)
-    return [seq for seq in log.nodes if origins.get(seq) == ("turn", turn)]
+    return [seq for seq in log.nodes
+            if origins.get(seq) == ("turn", turn) and log.events[seq]["type"] in TURN_NODE_TYPES]
 
 
 def _has_raw_reasoning(log: SessionLog, seqs: list[int]) -> bool:

@@ -1,16 +1,21 @@
 """Per-turn compression for every mirrored user session: triggers, queues, pre-step landing.
 
 Triggers: a live `turn/end` in a user session (not subagents; user lineage forks count,
-D-015), and on every full resync (agent/created, reconnect) the recovery scan. The next
-turn's first pre-step waits (bounded) for the previous turn's job and lands it there, so
-the next request already carries the compressed turn.
+D-015), and on every full resync (agent/created, reconnect) the recovery scan. A finished
+compression lands at the first pre-step after it is ready (any step of any later turn),
+every ready one in that pre-step, oldest first; no request waits for it, unless
+`turns.landingBarrier` asks each turn's first request to wait (bounded) for the previous
+turn. Session compaction waits (bounded) for the rewrite in flight through
+`rewrite_barrier` (D-005), and only when it is about to run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+import time
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
 
 from turn_memory.config import EngineConfig
 from turn_memory.hints.service import HintService
@@ -28,7 +33,7 @@ class TurnService:
     def __init__(self, workers: WorkerRegistry, hints: HintService | None = None) -> None:
         self.queues: dict[str, TurnQueue] = {}
         self.hints = hints
-        #: queued and running jobs: (session, turn) -> job
+        #: queued, compressing, and ready ones whose landing waits for a pre-step: (session, turn) -> job
         self.jobs: dict[tuple[str, int], TurnJob] = {}
         self._workers = workers
 
@@ -64,34 +69,80 @@ class TurnService:
         return True
 
     async def _run(self, session_id: str, turn: int) -> None:
+        """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`."""
         job = self.jobs[(session_id, turn)]
         try:
             await job.run()
         finally:
             self._workers.remove(job.job_id)
-            self.jobs.pop((session_id, turn), None)
             if self.hints is not None:
                 self.hints.forget(session_id, turn)  # a job that never took them (skipped, no-op)
+            if job.done:  # nothing waits to land (skipped, no-op, gave up)
+                self.jobs.pop((session_id, turn), None)
             if not job.finished:
                 self.queues[session_id].forget(turn)  # a later recovery may retry it
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> None:
-        """Before a step of `turn` starts: land earlier turns whose compression is ready.
+        """Before a step of `turn` starts: land every earlier turn whose compression is ready.
 
-        The first step waits (bounded) for the previous turn, queued or running, so the
-        request about to be made already carries it compressed.
+        With `turns.landingBarrier` the first step first waits (bounded) for the previous
+        turn, queued or compressing, so the request about to be made already carries it.
         """
         previous = self.jobs.get((session.id, turn - 1))
-        if step == 1 and previous is not None and not previous.ready.is_set():
+        if config.turns.landingBarrier and step == 1 and previous is not None and not previous.ready.is_set():
+            started = time.monotonic()
             try:
                 await asyncio.wait_for(previous.ready.wait(), config.turns.landingWaitS)
+                log.info("session %s turn %d step 1: waited %d ms for turn %d's compression (landing barrier)",
+                         session.id, turn, (time.monotonic() - started) * 1000, previous.turn)
             except asyncio.TimeoutError:
                 log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
                          previous.turn, config.turns.landingWaitS, turn)
-        for (sid, t), job in sorted(self.jobs.items()):
-            if sid == session.id and t < turn and job.ready.is_set() and job.finished and not job.landed.is_set():
-                await job.land_in_prestep(turn)
+        await self.land_ready(session, turn)
 
-    async def barrier(self, session_id: str, timeout: float | None = None) -> bool:
+    async def land_ready(self, session: MirroredSession, open_turn: int) -> None:
+        """Land every ready compression of a turn before `open_turn`, oldest first.
+
+        Stops at the first earlier turn that is still queued or compressing: landings stay
+        in turn order.
+        """
+        for key in sorted(k for k in self.jobs if k[0] == session.id and k[1] < open_turn):
+            job = self.jobs.get(key)
+            if job is None:
+                continue
+            if not job.ready.is_set():
+                break
+            if job.finished and not job.landed.is_set():
+                await job.land_in_prestep(open_turn)
+            if job.done:
+                self.jobs.pop(key, None)
+
+    @asynccontextmanager
+    async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
+                              timeout: float) -> AsyncIterator[None]:
+        """The session compaction's side of D-005: for as long as it is inside, no queued turn
+        starts compressing; on entry it waits (bounded) for the one in flight, then lands what
+        is ready into `open_turn` (None: lands nothing), so the range it selects is the surface
+        as it will stay. A compression still running after `timeout` goes on; its landing is
+        refused later if the checkpoint took its turn."""
+        queue = self.queues.get(session.id)
+        if queue is None:
+            yield
+            return
+        with queue.held():
+            active, started = queue.active, time.monotonic()
+            if active is not None:
+                if await queue.settled(timeout):
+                    log.info("session %s: compaction waited %d ms for turn %d's compression", session.id,
+                             (time.monotonic() - started) * 1000, active)
+                else:
+                    log.warning("session %s: turn %d still compressing after %.0fs; the compaction goes on without "
+                                "it", session.id, active, timeout)
+            if open_turn is not None:
+                await self.land_ready(session, open_turn)
+            yield
+
+    async def drained(self, session_id: str, timeout: float | None = None) -> bool:
+        """Wait until no turn of the session is queued or compressing (landings may still wait)."""
         queue = self.queues.get(session_id)
-        return True if queue is None else await queue.barrier(timeout)
+        return True if queue is None else await queue.drained(timeout)

@@ -3,11 +3,14 @@
 // Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle} | {image, text})[], resumeSessionId?, reportFile }.
 // {image: path, text} is a turn whose user message carries that PNG, saved through DSH's attachment service.
 // {send: text} starts a turn without waiting for it, so a following command runs mid-turn.
+// {waitFile: path, contains, timeoutMs} polls until the file holds that text (e.g. an engine log line).
 // A task starting with "/" runs as a human command (e.g. "/compact"). One JSON line per
 // task goes to reportFile; the process exits when the tasks are done.
+// Every pre-step of the driven agent also reports {preStep: {turn, step, ms}}: how long the
+// step was held by the pre-step hooks (turn-memory's landing and compaction waits live there).
 import { randomUUID } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
-import { appendFileSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 import { inspect } from 'node:util';
 import { installModelSelection } from '@deepseek-ai/dsh-agent';
@@ -52,9 +55,24 @@ function exportLogs(ctx, config) {
   });
 }
 
+/** Outermost pre-step hook (prepended): times the whole chain for the driven agent only. */
+function timePreSteps(ctx, config, driven) {
+  ctx.on('agent/pre-step', async (payload, next) => {
+    if (payload.agent !== driven.agent) return next();
+    const started = performance.now();
+    try {
+      return await next();
+    } finally {
+      report(config, { preStep: { turn: payload.turn, step: payload.step, ms: Math.round(performance.now() - started) } });
+    }
+  }, true);
+}
+
 async function run(ctx, config) {
   exportLogs(ctx, config);
   await ctx.get('loader')?.await();
+  const driven = { agent: undefined };
+  timePreSteps(ctx, config, driven);
   const selection = ctx.agentDefaultModel.currentSelection();
   const setup = (agentCtx) => {
     installModelSelection(agentCtx, { current: selection, assembled: undefined });
@@ -63,6 +81,7 @@ async function run(ctx, config) {
   const { agent } = config.resumeSessionId
     ? await ctx.agents.resume({ resumeSessionId: SessionId(config.resumeSessionId), agentOptions, setup })
     : await ctx.agents.create({ sessionId: SessionId(`session-${randomUUID()}`), meta: { cwd: process.cwd() }, agentOptions, setup });
+  driven.agent = agent;
   report(config, { session: agent.session.id, resumed: Boolean(config.resumeSessionId), events: agent.session.seq });
   await agent.whenIdle();
   let ok = true;
@@ -74,6 +93,13 @@ async function run(ctx, config) {
     if (typeof task === 'object' && task.send) {
       agent.followup(createUserMessage({ content: [{ type: 'text', text: task.send }], source: { kind: 'user' } }));
       await new Promise((resolve) => setTimeout(resolve, task.afterMs ?? 200));
+      continue;
+    }
+    if (typeof task === 'object' && task.waitFile) {
+      const deadline = Date.now() + (task.timeoutMs ?? 30000);
+      const holds = () => existsSync(task.waitFile) && readFileSync(task.waitFile, 'utf8').includes(task.contains ?? '');
+      while (!holds() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      report(config, { waitFile: task.waitFile, found: holds() });
       continue;
     }
     if (typeof task === 'object' && task.waitIdle) {

@@ -165,8 +165,9 @@ def tasks(sc: Scenario) -> list[Any]:
     return out
 
 
-_TURN = re.compile(r"memory editor for turn (\d+) of")
-_NODE = re.compile(r"^- (n\d+|r\d+) · (user|assistant|tool) · ", re.M)
+_TURN = re.compile(r"memory editor for turns? (\d+)")
+#: a catalog line; one worker compressing a backlog sees ids prefixed by their turn (`t4.n1`)
+_NODE = re.compile(r"^- ((?:t(\d+)\.)?[nr]\d+) · (user|assistant|tool) · ", re.M)
 
 
 def _text(content: Any) -> str:
@@ -174,29 +175,35 @@ def _text(content: Any) -> str:
 
 
 def worker_reply(messages: Sequence[Mapping[str, Any]], tool_names: Iterable[str], sc: Scenario) -> dict[str, Any] | None:
-    """The scripted worker: folds a tool turn into the request and one assistant node of
-    `sc.rewrite_tokens()` tokens, then finishes; finishes a closing turn unchanged."""
+    """The scripted worker: folds each tool turn of its task into the request and one assistant
+    node of `sc.rewrite_tokens()` tokens, then finishes; finishes a closing or chat turn unchanged."""
     names = set(tool_names)
     if "replace_turn_nodes" not in names:
         return None
     last = messages[-1] if messages else {}
+    finish = {"name": "finish_turn_compression", "arguments": {}}
     if last.get("role") == "tool" and _text(last.get("content")).startswith("Accepted"):
-        return {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
+        return {"tool_calls": [finish]}
     prompt = next((_text(m.get("content")) for m in reversed(messages)
                    if m.get("role") == "user" and _TURN.search(_text(m.get("content")))), "")
     found = _TURN.search(prompt)
-    ids = [m.group(1) for m in _NODE.finditer(prompt)]
-    finish = {"name": "finish_turn_compression", "arguments": {}}
-    if not found or not ids or int(found.group(1)) > sc.turns or not sc.calls:
-        return {"tool_calls": [finish]}  # a chat turn is already as short as it usefully gets
-    k = int(found.group(1))
-    filler = (f"COMPRESSED-{k}: ran {sc.calls} case listing(s) for part {k}; every r{k} case passes; parse() "
-              f"returns [] on empty input. ")
-    body = (filler * (sc.rewrite_tokens() * pm.CHARS_PER_TOKEN // len(filler) + 1))[:sc.rewrite_tokens() * pm.CHARS_PER_TOKEN]
-    replace = {"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-        {"role": "user", "content": f"Task {k}: make the parser handle empty input, part {k}."},
-        {"role": "assistant", "content": body}]}}
-    return {"tool_calls": [replace, finish] if sc.worker_requests == 1 else [replace]}
+    by_turn: dict[int, list[str]] = {}
+    for m in _NODE.finditer(prompt):
+        turn = int(m.group(2)) if m.group(2) else int(found.group(1)) if found else 0
+        by_turn.setdefault(turn, []).append(m.group(1))
+    replaces = []
+    for k, ids in by_turn.items():
+        if k < 1 or k > sc.turns or not sc.calls:
+            continue  # a closing or chat turn is already as short as it usefully gets
+        filler = (f"COMPRESSED-{k}: ran {sc.calls} case listing(s) for part {k}; every r{k} case passes; parse() "
+                  f"returns [] on empty input. ")
+        size = sc.rewrite_tokens() * pm.CHARS_PER_TOKEN
+        replaces.append({"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
+            {"role": "user", "content": f"Task {k}: make the parser handle empty input, part {k}."},
+            {"role": "assistant", "content": (filler * (size // len(filler) + 1))[:size]}]}})
+    if not replaces:
+        return {"tool_calls": [finish]}
+    return {"tool_calls": replaces + [finish] if sc.worker_requests == 1 else replaces}
 
 
 def script(fake: Any, sc: Scenario) -> None:
@@ -276,9 +283,12 @@ def job_starts(received: Sequence[Received], events: Iterable[Mapping[str, Any]]
     ends = {e["data"]["turn"]: e["time"] for e in events if e.get("type") == "turn/end"}
     out: dict[int, float] = {}
     for r in received:
-        m = _TURN.search(r.last_user) if WORKER_TOOLS & set(r.tool_names) else None
-        if m and int(m.group(1)) in ends and int(m.group(1)) not in out:
-            out[int(m.group(1))] = r.time * 1e3 - ends[int(m.group(1))]
+        if not (WORKER_TOOLS & set(r.tool_names)) or not _TURN.search(r.last_user):
+            continue
+        turns = {int(t) for t in re.findall(r"^- t(\d+)\.n1 ", r.last_user, re.M)} or {int(_TURN.search(r.last_user).group(1))}
+        for turn in turns:
+            if turn in ends and turn not in out:
+                out[turn] = r.time * 1e3 - ends[turn]
     return out
 
 
@@ -537,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="turn-memory config for its runs, e.g. turns.minTurnTokens=0 (repeatable)")
     ap.add_argument("--keep", action="store_true", help="keep the homes and engine logs (path on stderr)")
     ap.add_argument("--json", action="store_true", help="print every number as JSON instead of the table")
+    ap.add_argument("--save", type=Path, default=None, help="also write every number as JSON to this file")
     args = ap.parse_args(argv)
     scenarios = parse_scenarios(args.scenarios)
     changes: dict[str, Any] = {}
@@ -565,10 +576,12 @@ def main(argv: list[str] | None = None) -> int:
             for v, rs in res["runs"].items():
                 for i, r in enumerate(rs):
                     failures += [f"{host} {name} {v} run {i + 1}: {p}" for p in r["problems"]]
+    everything = {"machine": machine_info(), "load_before": load, "tm_overrides": tm_overrides,
+                  "hosts": hosts, "failures": failures, "total_s": time.monotonic() - started}
+    if args.save:
+        args.save.write_text(json.dumps(everything, indent=2, default=str))
     if args.json:
-        print(json.dumps({"machine": machine_info(), "load_before": load, "tm_overrides": tm_overrides,
-                          "hosts": hosts, "failures": failures, "total_s": time.monotonic() - started},
-                         indent=2, default=str))
+        print(json.dumps(everything, indent=2, default=str))
         return 1 if failures else 0
     print(f"machine: {machine_info()}" + (f"; load average {load:.2f} at start" if load is not None else ""))
     print("price model: DeepSeek-style prefix cache, 64-token units, hit $0.028 / miss $0.28 / output $0.42 per M "

@@ -69,6 +69,10 @@ class TurnConfig(_Section):
         "compression, then proceeds raw (it lands at a later pre-step)"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
+    batchTurns: int = Field(4, ge=1, description=(
+        "a job that starts while later completed turns already wait in the queue (fast turns behind a "
+        "slower worker, a restart) compresses up to this many turns with one worker and lands them "
+        "together; 1: one worker per turn"))
     minTurnTokens: int = Field(600, ge=0, description=(
         "a completed turn smaller than this (DSH's token estimate of its surface nodes) gets the no-op "
         "marker and no worker: compressing it would cost more than it saves (0: every turn the model answered)"))

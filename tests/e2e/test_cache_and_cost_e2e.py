@@ -78,3 +78,30 @@ def test_with_the_default_policy_a_small_turn_gets_no_worker_and_a_big_one_is_co
     last = agent_requests(fake)[-1].all_text()
     assert "COMPRESSED-ASSISTANT: 400 cases listed." in last and "case-000400" not in last
     assert "Small answer. SMALL-DONE" in last
+
+
+def test_turns_queued_behind_a_slow_worker_are_compressed_by_one_worker_and_each_lands(home, fake):
+    # fast turns behind a slower worker: per-turn workers would each re-read the raw turns
+    # after theirs, and each landing would break the cache behind them; one worker reads the
+    # backlog once and its turns land together
+    from test_turn_backlog_e2e import carries_compressed, compression_marks, fold, is_worker, tool_turn
+
+    def respond(request):
+        if request.kind != "turn" or not is_worker(request):
+            return None
+        return {**fold(request), "delay_ms": 1500}
+
+    fake.responder = respond
+    tasks = [tool_turn(fake, k) for k in range(1, 4)]
+    fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
+    run = home.run([*tasks, {"sleepMs": 6000}, "Last task: sum up."], timeout=120)
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    workers = [r for r in fake.requests if r.kind == "turn" and is_worker(r)]
+    prompts = [r.last_user_text.splitlines()[0] for r in workers]
+    assert len(workers) == 2, prompts  # turn 1's, then one for the backlog
+    assert "memory editor for turn 1 of" in prompts[0] and "memory editor for turns 2 and 3 of" in prompts[1], prompts
+    _, events = home.session_log(run.session_id)
+    landed = [compression_marks(events, k) for k in (1, 2, 3)]
+    assert all(len(m) == 1 for m in landed) and landed == sorted(landed), landed
+    last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
+    assert carries_compressed(last, (1, 2, 3))

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from turn_memory.config import TurnConfig
 from turn_memory.hints.section import hints_text
@@ -30,7 +30,7 @@ from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.recovery import turn_nodes
-from turn_memory.turns.tools import FINISH, ToolError, WorkerTools, catalog, tool_specs
+from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
 from turn_memory.workers import ToolAnswer
 
 log = logging.getLogger("turn_memory.turns")
@@ -58,7 +58,10 @@ class TurnJob:
     take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
     #: navigation for every worker's prompt (D-014); empty when none came back in time
     hints: list[Hint] = field(default_factory=list)
-    _tools: WorkerTools | None = None
+    _tools: WorkerTools | BatchTools | None = None
+    #: the turns this job's worker compresses: its own and any batched ones that need one
+    _todo: list["TurnJob"] = field(default_factory=list)
+    _worker_finished: bool = False
 
     def __post_init__(self) -> None:
         self.job_id = self.job_id or f"{self.session.id}#turn{self.turn}"
@@ -72,18 +75,52 @@ class TurnJob:
         return f"session {self.session.id} turn {self.turn}"
 
     # -- the whole job -----------------------------------------------------------------
-    async def run(self) -> None:
-        try:
-            await self._run()
-        finally:
-            if not self.ready.is_set():  # gave up or skipped: nothing will land
-                self.landed.set()
-                self.ready.set()
+    async def run(self, batch: Sequence["TurnJob"] = ()) -> None:
+        """Compress this turn and the `batch` of later queued turns with one worker.
 
-    async def _run(self) -> None:
+        The worker runs on behalf of every turn that needs one (this job's turn may itself be
+        skipped); each turn keeps its own editor, pending marker and landing."""
+        group = [self, *batch]
+        try:
+            await self._run(group)
+        finally:
+            for job in group:
+                if not job.ready.is_set():  # gave up or skipped: nothing will land
+                    job.landed.set()
+                    job.ready.set()
+
+    async def _run(self, group: list["TurnJob"]) -> None:
+        todo = [job for job in group if await job._setup()]
+        if not todo:
+            return
+        if len(todo) > 1:
+            # one worker, several turns: ids carry their turn so no call can mix them up
+            for job in todo:
+                job.editor = TurnNodeEditor(job.turn, job.editor.originals, id_prefix=f"t{job.turn}.")  # type: ignore[union-attr]
+            self._tools = BatchTools({job.turn: WorkerTools(job.editor, self.config.readLimitChars) for job in todo})
+        else:
+            self._tools = WorkerTools(todo[0].editor, self.config.readLimitChars)  # type: ignore[arg-type]
+        self._todo = todo
+        if not await self._work():
+            for job in todo:
+                log.warning("%s: gave up after %d worker(s) without a finish; the turn stays raw (pending, retried on "
+                            "the next start)", job.where, len(self.workers))
+            return
+        for job in todo:
+            job.finished = True
+            job.workers, job.worker_modes = list(self.workers), list(self.worker_modes)
+            log.info("%s: finished by worker %d (%s)%s; %d -> %d nodes; landing at the next pre-step", job.where,
+                     len(self.workers), ", ".join(self.worker_modes),
+                     f" with turns {', '.join(str(j.turn) for j in todo)}" if len(todo) > 1 else "",
+                     len(job.positions), len(job.editor.nodes))  # type: ignore[union-attr]
+            job.ready.set()
+
+    async def _setup(self) -> bool:
+        """Make this turn ready for a worker (pending marker, editor, hints); False when it needs
+        none (skipped, or not worth one: then its no-op marker has landed)."""
         positions = self._prepare()
         if positions is None:
-            return
+            return False
         originals = original_nodes(self.session.log, positions)
         verdict = eligibility.decide(originals, map(self.session.log.message_of, positions), self.config)
         if not verdict.eligible:
@@ -91,25 +128,18 @@ class TurnJob:
             # seen with a content-identical marker: the model's requests do not change at all
             log.info("%s: %s; no-op marker, no worker", self.where, verdict.reason)
             await self._land_now(lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
-            return
+            return False
         first = self.session.log.events[positions[0]]
         if marker_of(first) is None:
             await land(self.session, self.port, lambda log_: landing_.pending_plan(log_, positions[0], self.turn))
             positions = self._prepare()
             if positions is None:
-                return
+                return False
             originals = original_nodes(self.session.log, positions)
         self.positions = positions
         self.editor = TurnNodeEditor(self.turn, originals)
-        self._tools = WorkerTools(self.editor, self.config.readLimitChars)
         self.hints = await self._take_hints()
-        if not await self._work():
-            log.warning("%s: gave up after %d worker(s) without a finish; the turn stays raw (pending, retried on "
-                        "the next start)", self.where, len(self.workers))
-            return
-        log.info("%s: finished by worker %d (%s); %d -> %d nodes; landing at the next pre-step", self.where,
-                 len(self.workers), ", ".join(self.worker_modes), len(self.positions), len(self.editor.nodes))
-        self.ready.set()
+        return True
 
     def _prepare(self) -> list[int] | None:
         """Re-read the current surface: the turn's nodes, or None (logged) when it cannot be compressed."""
@@ -141,15 +171,19 @@ class TurnJob:
         return hints
 
     # -- workers -----------------------------------------------------------------------
+    def _revision(self) -> int:
+        return sum(job.editor.revision for job in self._todo)  # type: ignore[union-attr]
+
     async def _work(self) -> bool:
-        assert self.editor is not None
         no_progress = 0
+        turns = [job.turn for job in self._todo]
+        label = f"turn-memory turn {turns[0]}" if len(turns) == 1 else f"turn-memory turns {turns[0]}-{turns[-1]}"
         while no_progress < self.config.workerAttempts and len(self.workers) < self.config.maxWorkers:
             mode = "fork" if not self.workers else "spawn"
             worker_id = f"w{next(_worker_ids)}"
             self.workers.append(worker_id)
             self.worker_modes.append(mode)
-            revision = self.editor.revision
+            revision = self._revision()
             try:
                 prompt = self._prompt(mode)
             except PromptError as exc:
@@ -160,15 +194,15 @@ class TurnJob:
                 outcome = await self.port.run_worker(self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
                     "persona": render_prompt("turn-worker-system", {}), "tools": tool_specs(),
-                    "maxRequests": self.config.maxWorkerRequests, "label": f"turn-memory turn {self.turn}",
+                    "maxRequests": self.config.maxWorkerRequests, "label": label,
                 }, self.config.workerTimeoutS)
             except Exception as exc:  # transport, timeout, host refusal: a failed worker
                 outcome = {"stop": "error", "detail": str(exc)}
             finally:
                 self.current_worker = None
-            if self.finished:
+            if self._worker_finished:
                 return True
-            progressed = self.editor.revision > revision
+            progressed = self._revision() > revision
             no_progress = 0 if progressed else no_progress + 1
             stop = outcome.get("stop") if isinstance(outcome, dict) else outcome
             if isinstance(outcome, dict) and outcome.get("detail"):
@@ -179,26 +213,31 @@ class TurnJob:
         return False
 
     def _prompt(self, mode: str) -> str:
-        assert self.editor is not None
+        todo = self._todo
+        editors = [job.editor for job in todo]
+        images = [m for e in editors for m in e.image_markers()]  # type: ignore[union-attr]
+        hints = [h for job in todo for h in job.hints]
+        turns = [str(job.turn) for job in todo]
         return render_prompt(
             "turn-compression",
-            {"turn": str(self.turn), "node_count": str(len(self.editor.nodes)),
-             "catalog": catalog(self.editor, previews=True), "hints": hints_text(self.hints),
-             "images": "\n".join(self.editor.image_markers())},
-            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0, "hints": bool(self.hints),
-             "images": bool(self.editor.image_markers())},
+            {"turn": turns[0], "turns": ", ".join(turns[:-1]) + f" and {turns[-1]}" if len(turns) > 1 else turns[0],
+             "node_count": str(sum(len(e.nodes) for e in editors)),  # type: ignore[union-attr]
+             "catalog": "\n\n".join(catalog(e, previews=True) for e in editors),  # type: ignore[arg-type]
+             "hints": hints_text(hints), "images": "\n".join(images)},
+            {"single": len(todo) == 1, "batch": len(todo) > 1, "spawn": mode == "spawn",
+             "continuing": self._revision() > 0, "hints": bool(hints), "images": bool(images)},
         )
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
         """A worker's tool call, routed here by the engine."""
-        if self._tools is None or worker_id != self.current_worker or self.finished:
+        if self._tools is None or worker_id != self.current_worker or self._worker_finished:
             return ToolAnswer("this worker is no longer active; stop now", is_error=True, conclude=True)
         try:
             text = self._tools.call(name, args)
         except ToolError as exc:
             return ToolAnswer(str(exc), is_error=True)
         if name == FINISH:
-            self.finished = True
+            self._worker_finished = True
             return ToolAnswer(text, conclude=True)
         return ToolAnswer(text)
 

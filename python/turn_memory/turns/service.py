@@ -69,18 +69,24 @@ class TurnService:
         return True
 
     async def _run(self, session_id: str, turn: int) -> None:
-        """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`."""
+        """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`.
+
+        Turns that completed while the previous job compressed (a backlog) join this job, up
+        to `turns.batchTurns`: one worker reads and rewrites them together, once (D-008)."""
         job = self.jobs[(session_id, turn)]
+        batch = [self.jobs[(session_id, t)]
+                 for t in self.queues[session_id].claim_following(turn, job.config.batchTurns - 1)]
         try:
-            await job.run()
+            await job.run(batch)
         finally:
-            self._workers.remove(job.job_id)
-            if self.hints is not None:
-                self.hints.forget(session_id, turn)  # a job that never took them (skipped, no-op)
-            if job.done:  # nothing waits to land (skipped, no-op, gave up)
-                self.jobs.pop((session_id, turn), None)
-            if not job.finished:
-                self.queues[session_id].forget(turn)  # a later recovery may retry it
+            for done in (job, *batch):
+                self._workers.remove(done.job_id)
+                if self.hints is not None:
+                    self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
+                if done.done:  # nothing waits to land (skipped, no-op, gave up)
+                    self.jobs.pop((session_id, done.turn), None)
+                if not done.finished:
+                    self.queues[session_id].forget(done.turn)  # a later recovery may retry it
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> None:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.

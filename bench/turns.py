@@ -384,7 +384,9 @@ def bench_dsh(runs: int, warmup: int, keep: bool, host: str = "rc8") -> dict[str
                 with FakeModel() as fake:
                     home.model_url = fake.base_url
                     script(fake, WORKER_REQUESTS)
-                    overrides = {"engine": {"logFile": str(log_file)}} if variant == "turn-memory" else None
+                    # the barrier makes "turn/end -> landed" a worker round trip, not "until the next turn"
+                    overrides = {"engine": {"logFile": str(log_file)}, "turns": {"landingBarrier": True}} \
+                        if variant == "turn-memory" else None
                     run = home.run(tasks, engine_overrides=overrides, timeout=60)
                     returned_ms = time.time() * 1e3
                     requests = fake.requests

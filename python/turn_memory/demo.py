@@ -72,7 +72,9 @@ def _history_read(fake: FakeModel) -> str | None:
 
 
 def _surface_tokens(log: SessionLog) -> tuple[int, int]:
-    messages = [m for seq in log.nodes if (m := log.message_of(seq)) is not None]
+    """The conversation's messages (0.2's system-prompt node is the host's, not history)."""
+    messages = [m for seq in log.nodes if (m := log.message_of(seq)) is not None
+                and m.get("role") in ("user", "assistant", "tool")]
     return sum(estimate_message(m) for m in messages), len(messages)
 
 
@@ -122,9 +124,11 @@ def run_demo(args: argparse.Namespace) -> int:
                 print("      " + line)
         model = "your provider (DSH default route)" if use_user else "the embedded scripted model"
         print(f"[3/4] running a real DSH session on {model}: 5 turns, /compact, 1 more turn;")
-        print("      after each turn a forked worker rewrites it; it lands at the first step after it is ready")
+        print("      after each turn a forked worker rewrites it; the demo turns the landing barrier on, so each")
+        print("      turn's first request waits for the previous turn (by default nothing waits: it lands once ready)")
         run = home.run(TASKS, timeout=args.timeout,
-                       engine_overrides={"engine": {"logFile": str(root / "turn-memory-engine.log")}})
+                       engine_overrides={"engine": {"logFile": str(root / "turn-memory-engine.log")},
+                                         "turns": {"landingBarrier": True}})
         for record in run.records:
             if "task" in record:
                 print(f"      > {record['task']}\n        {record['text'][:300]}")

@@ -23,6 +23,7 @@ from turn_memory.bridge.protocol import (
     PingParams,
     PreStepParams,
     PreStepResult,
+    RequestParams,
     PublicToolParams,
     ToolResult,
     SessionClosedParams,
@@ -175,6 +176,9 @@ class Engine:
             if session is None or not session.is_user_session:
                 return {}
             return self._pre_step(session, params, self._config(peer))
+        if method == "turn.request":
+            assert isinstance(params, RequestParams)
+            return self._at_request(params)
         if method == "worker.tool":
             assert isinstance(params, WorkerToolParams)
             return _tool_result(self.workers.call(params.jobId, params.workerId, params.tool, params.args))
@@ -195,14 +199,21 @@ class Engine:
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
         # lands what is ready; waits only with the opt-in landing barrier
-        await self.turns.pre_step(session, params.turn, params.step, config)
+        at_request = await self.turns.pre_step(session, params.turn, params.step, config)
         if config.compaction.auto:
             # measures the surface as it is; waits for the rewrite in flight only when it compacts
             port = self._port(session.peer)
             await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
                                            self._rewrites(session, params.turn, session.peer))
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
-                                       for c in self.contexts if c.enabled(config)})
+                                       for c in self.contexts if c.enabled(config)}, landAtRequest=at_request)
+
+    async def _at_request(self, params: RequestParams) -> dict[str, Any]:
+        session = self.mirror.get(params.sessionId)
+        if session is not None and session.is_user_session:
+            await session.wait_for_length(params.logLength)  # the step/start the loop just appended
+            await self.turns.at_request(session, params.turn, params.step)
+        return {}
 
     async def _public_tool(self, peer: Peer, params: PublicToolParams) -> ToolResult:
         session = self.mirror.get(params.sessionId)

@@ -73,6 +73,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   // does a pre-step wait for a booting engine? Only with the landing barrier: the last
   // handshake's word, and before the first one the row's own setting (the engine default is off)
   _bootWait = false;
+  // agent -> "turn:step" whose agent/request the engine asked to be called from
+  _atRequest = new WeakMap();
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -130,8 +132,25 @@ export default class TurnMemoryEngine extends CompactionEngine {
             sessionId: agent.session.id, logLength: agent.session.seq, turn, step, agentOptions: routeOf(agent),
           }, { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
           this.publicTools.setContexts(agent, answer?.contexts);
+          if (answer?.landAtRequest) this._atRequest.set(agent, `${turn}:${step}`);
         } catch (error) {
           this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
+        }
+      }
+      return next();
+    });
+    // 0.2: the step's step/start is committed, its prompt and user batch are not yet: a landing
+    // the pre-step deferred happens here, inside the loop's own step
+    ctx.on('agent/request', async (payload, next) => {
+      const { agent, turn, step, signal } = payload;
+      if (this._atRequest.get(agent) !== `${turn}:${step}`) return next();
+      this._atRequest.delete(agent);
+      if (this.bridge.ready && !signal?.aborted) {
+        try {
+          await this._call('turn.request', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
+            { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
+        } catch (error) {
+          this.ctx.logger.warn(`turn-memory request landing skipped: ${error.message}`);
         }
       }
       return next();

@@ -49,3 +49,14 @@ def engine_connected(engine_log) -> dict[str, Any]:
     answered the shim's handshake. A booting engine holds no step, so a test whose point
     needs the engine at a given step waits for it explicitly."""
     return {"waitFile": str(engine_log), "contains": "shim connected", "timeoutMs": 30000}
+
+
+#: host warnings about this machine, not about any session: 0.2.1's subprocess runner on a
+#: box without a user-systemd scope
+ENVIRONMENT_LOGGERS = {"local-subprocess-runtime"}
+
+
+def host_problems(run: Any) -> list[dict[str, Any]]:
+    """Warnings and errors DSH's plugins logged during a run (session store, token meter,
+    turn-memory …), leaving out the machine's own."""
+    return [r for r in run.logs() if r.get("name") not in ENVIRONMENT_LOGGERS]

@@ -122,7 +122,7 @@ def test_engine_killed_during_a_worker_no_step_stalls_and_every_turn_lands_once(
     # landed before the session's last turn: its first request carries all five compressed
     last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
     assert carries_compressed(last, range(1, 6)), [text_of(m)[:80] for m in last.messages]
-    reload(events)
+    reload(home, events)
     # landings in whichever step was next still leave the host's token meter working
     (measure,) = [r for r in run.records if r.get("measure")]
     assert "error" not in measure and measure["totalTokens"] > 0, measure
@@ -174,4 +174,4 @@ def test_turns_queued_behind_a_slow_worker_clear_at_worker_speed_without_holding
     assert all(len(m) == 1 for m in landed) and landed == sorted(landed), landed
     last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
     assert carries_compressed(last, (1, 2, 3)), [text_of(m)[:80] for m in last.messages]
-    reload(events)
+    reload(home, events)

@@ -46,11 +46,20 @@ async def complete_turn(host: FakeHost, service: TurnService, cfg: EngineConfig,
     service.on_events(host.session, events, False, lambda: host, cfg)
 
 
-async def next_turn_prestep(host: FakeHost, service: TurnService, cfg: EngineConfig, turn: int = 2) -> None:
-    """The next turn opens and its first pre-step runs (landing whatever is ready)."""
-    host.host_append("turn/start", {"turn": turn})
+async def next_turn_prestep(host: FakeHost, service: TurnService, cfg: EngineConfig, turn: int = 2,
+                            step: int = 1) -> bool:
+    """The next turn opens and its first pre-step runs (landing whatever is ready); like the
+    0.2 agent loop, the step then opens and, if the pre-step asked, the engine is called from
+    the step's agent/request. Returns whether it asked."""
+    if step == 1:
+        host.host_append("turn/start", {"turn": turn})
+        host._forward()
+    at_request = await service.pre_step(host.session, turn, step, cfg)
+    host.host_append("step/start", {"turn": turn, "step": step})
     host._forward()
-    await service.pre_step(host.session, turn, 1, cfg)
+    if at_request:
+        await service.at_request(host.session, turn, step)
+    return at_request
 
 
 def run(coro):
@@ -74,14 +83,37 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
     assert [s["mode"] for s in started] == ["fork"]
     assert "- n1 · user" in started[0]["prompt"] and {t["name"] for t in started[0]["tools"]} >= {"replace_turn_nodes"}
     nodes = turn_nodes(host.log, 1)
-    # v02 in a pre-step: no step may hold an appended assistant, so the turn lands as one
-    # user checkpoint (D-019 mode 4); rc8 replaces in place
-    roles = ["user"] if dialect is V02 else ["user", "assistant"]
-    assert [host.log.message_of(s)["role"] for s in nodes] == roles
+    # rc8 replaces in place in the pre-step; v02 lands inside the loop's first step of turn 2,
+    # where turn 1 is still the tail: the user/assistant shape survives (D-019 mode 3)
+    assert [host.log.message_of(s)["role"] for s in nodes] == ["user", "assistant"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
     if dialect is V02:
         assert host.log.events[host.log.nodes[0]]["type"] == "system/message"  # the head survives
     assert SessionLog(dialect, host.log.events).reload_problems == []  # still reloads
+
+
+def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoint():
+    """Past the next turn's first step the landed turn is no longer the surface tail, and no
+    step may hold an appended assistant: D-019 mode 4, one user checkpoint."""
+    host, service, cfg = one_turn_host(V02), TurnService(), config()
+    attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await service.drained(SESSION, 5)
+        host.host_append("turn/start", {"turn": 2})
+        host.host_append("step/start", {"turn": 2, "step": 1})
+        host.host_append("user/message", {"id": "u2", "role": "user", "content": [{"type": "text", "text": "next"}],
+                                          "source": {"kind": "user"}}, surfaceOp="append")
+        host.host_append("step/end", {"turn": 2, "step": 1})
+        host._forward()
+        assert await next_turn_prestep(host, service, cfg, step=2) is False
+
+    run(scenario())
+    nodes = turn_nodes(host.log, 1)
+    assert [host.log.message_of(s)["role"] for s in nodes] == ["user"]
+    assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
+    assert SessionLog(V02, host.log.events).reload_problems == []
 
 
 def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():

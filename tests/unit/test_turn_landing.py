@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialect import RUNTIME_CONTEXT_KIND, RC8, V02
 from turn_memory.host.surface import SessionLog, pairing_problems
 from turn_memory.landing.land import stamp, validate
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor
@@ -162,13 +162,22 @@ def test_v02_not_at_tail_degrades_to_one_checkpoint():
     assert "Assistant: Ran the tool; fixed." in event["data"]["content"][0]["text"]
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_landing_that_shadows_the_retained_snapshot_restates_it(dialect):
-    log, positions, editor = setup(dialect)
+def test_landing_that_shadows_the_retained_snapshot_restates_it_on_rc8():
+    log, positions, editor = setup(RC8)
     editor.replace("n1", "n5", [Output("user", "Fix the parser."), Output("assistant", "Fixed.")])
     events = land(log, plan_landing(log, editor, positions, ctx()))
     assert events[-1]["type"] == "user/message" and "runtime context" in events[-1]["data"]["content"][0]["text"]
     assert log.nodes[-1] == events[-1]["seq"]
+
+
+def test_on_v02_the_loop_restates_a_shadowed_snapshot_itself():
+    """0.2.1's loop forgets a retained snapshot that a replacement cites and projects it again
+    before its next request; a copy of ours would land before the turn's user message."""
+    log, positions, editor = setup(V02)
+    editor.replace("n1", "n5", [Output("user", "Fix the parser."), Output("assistant", "Fixed.")])
+    events = land(log, plan_landing(log, editor, positions, ctx()))
+    assert not any(RUNTIME_CONTEXT_KIND == (e["data"].get("source") or {}).get("kind")
+                   for e in events if e["type"] == "user/message")
 
 
 def test_assistant_rewrites_need_an_open_turn_on_rc8():

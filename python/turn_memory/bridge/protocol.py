@@ -179,6 +179,19 @@ class PreStepResult(_Model):
     #: text of each of the hello's `contextSections` ('' = absent) until the next pre-step; rc8
     #: assembles a step's context before its pre-step, so it reaches the next request
     contexts: dict[str, str] = Field(default_factory=dict)
+    #: call `turn.request` from this step's `agent/request` hook: a landing waits for the
+    #: step the loop is about to open (0.2: assistant nodes may only land inside one)
+    landAtRequest: bool = False
+
+
+class RequestParams(_Model):
+    """0.2 `agent/request` of a step whose pre-step asked for it: the loop has appended the
+    step's step/start but not yet its system prompt or the turn's user message."""
+
+    sessionId: str
+    logLength: int
+    turn: int
+    step: int
 
 
 class OverflowParams(_Model):
@@ -393,6 +406,7 @@ ShimMessage = Annotated[
         _call("compact.region", CompactRegionParams),
         _call("compact.ifNeeded", CompactIfNeededParams),
         _call("turn.preStep", PreStepParams),
+        _call("turn.request", RequestParams),
         _call("worker.tool", WorkerToolParams),
         _call("tool.call", PublicToolParams),
         _call("compact.overflow", OverflowParams),

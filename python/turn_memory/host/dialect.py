@@ -30,6 +30,8 @@ RUNTIME_CONTEXT_KIND = "runtime-context"
 #: rc8's checkpoint author; v4 kind 'compact-checkpoint' (dsh-compaction COMPACT_CHECKPOINT_MARKER)
 CHECKPOINT_PLUGIN = "compact"
 CHECKPOINT_KIND = "compact-checkpoint"
+#: the producer name turn-memory's own message sources carry
+OUR_PLUGIN = "turn-memory"
 #: v3 plugins lifted to a kind other than `plugin:<name>` (dsh-session-format-v3-to-v4 RENAMED_PRODUCERS)
 _RENAMED_PRODUCERS = {
     CHECKPOINT_PLUGIN: CHECKPOINT_KIND,
@@ -112,6 +114,9 @@ class Dialect:
     turn_shapes_checked: bool = True
     #: {field: value} matchers of the host's own runtime-context snapshot message source
     snapshot_sources: tuple[dict[str, str], ...] = ()
+    #: v02: the loop forgets a retained runtime-context snapshot that a replacement cites and
+    #: projects it again before the next request (dsh-agent-loop RuntimeContextProjection)
+    reemits_shadowed_snapshot: bool = False
     #: v02: a tool/result message is first-class `{role:'tool', toolCallId, isError?, content:
     #: blocks}`; rc8 wraps the blocks in one `tool-result` block of a user-role message
     first_class_tool_results: bool = False
@@ -283,6 +288,7 @@ V02 = Dialect(
     assistant_turn_step_checked=True,
     turn_shapes_checked=False,
     snapshot_sources=({"kind": "runtime-context"},),
+    reemits_shadowed_snapshot=True,
     first_class_tool_results=True,
     producer_owned_sources=True,
     system_source_kind="system-prompt",

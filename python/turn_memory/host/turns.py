@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect
 
 #: ("turn", n) | ("checkpoint", seq) | ("loose", seq)
 UnitKey = tuple[str, int]
@@ -69,20 +69,40 @@ def lifecycle_state(events: Sequence[dict[str, Any]]) -> LifecycleState:
     return LifecycleState(open_turn, unmatched, end_seed)
 
 
+def open_step_of(events: Sequence[dict[str, Any]]) -> tuple[int, int] | None:
+    """(turn, step) of the step open at the end of the log, if any."""
+    for event in reversed(events):
+        kind = event["type"]
+        if kind in ("step/end", "turn/end", "turn/start"):
+            return None
+        if kind == "step/start":
+            return event["data"]["turn"], event["data"]["step"]
+    return None
+
+
 def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int, UnitKey]:
-    """Origin unit of every surface-eligible event, by seq (one pass over the log)."""
+    """Origin unit of every surface-eligible event, by seq (one pass over the log).
+
+    A landing of an earlier turn inside the open turn appends nodes that belong to the
+    landed turn: on rc8 inside the landing step (`LANDING_STEP`); on 0.2 inside the loop's
+    own step, right after the replacement that heads it, until the loop commits its own
+    first node of the step (system prompt, the turn's user message, runtime context).
+    """
     origins: dict[int, UnitKey] = {}
     open_turn: int | None = None
     landing: UnitKey | None = None
     in_landing = False
+    window: UnitKey | None = None  # 0.2: the landed turn a run of appended nodes belongs to
     for event in events:
         kind = event["type"]
         if kind == "turn/start":
-            open_turn = event["data"]["turn"]
+            open_turn, window = event["data"]["turn"], None
         elif kind == "turn/end":
-            open_turn = None
-        elif kind in ("step/start", "step/end") and (event.get("data") or {}).get("step") == LANDING_STEP:
-            in_landing, landing = kind == "step/start", None
+            open_turn, window = None, None
+        elif kind in ("step/start", "step/end"):
+            window = None
+            if (event.get("data") or {}).get("step") == LANDING_STEP:
+                in_landing, landing = kind == "step/start", None
         op = event.get("surfaceOp")
         if op is None:
             continue
@@ -90,18 +110,36 @@ def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int
         if op == "append":
             if in_landing and landing is not None:
                 origins[seq] = landing
+            elif window is not None and _landed_node(event, dialect):
+                origins[seq] = window
             else:
-                origins[seq] = ("turn", open_turn) if open_turn is not None else ("loose", seq)
+                window = None
+                # 0.2's system prompt (surface node 0, committed inside turn 1's step) is no turn's content
+                own = open_turn is not None and kind != "system/message"
+                origins[seq] = ("turn", open_turn) if own else ("loose", seq)
             continue
         message = event["data"] if kind == "user/message" else (event["data"] or {}).get("message", {})
         bounds = dialect.op_range(op)
         if dialect.is_checkpoint_source(message.get("source")) or bounds is None:
             origins[seq] = ("checkpoint", seq)
+            window = None
         else:
             origins[seq] = origins.get(bounds[0], ("loose", seq))
             if in_landing:
                 landing = origins[seq]
+            elif origins[seq][0] == "turn" and origins[seq][1] != open_turn and open_turn is not None:
+                window = origins[seq]
     return origins
+
+
+def _landed_node(event: dict[str, Any], dialect: Dialect) -> bool:
+    """An appended node of a landing: never one the agent loop commits on its own."""
+    kind, data = event["type"], event.get("data") or {}
+    if kind in ("assistant/message", "tool/result"):
+        return True
+    if kind == "user/message":  # ours, or a copy (a snapshot the landing restated at the tail)
+        return dialect.is_plugin_source(data.get("source"), OUR_PLUGIN) or bool(event.get("sourceEventSeqs"))
+    return False
 
 
 def surface_units(nodes: Sequence[int], origins: dict[int, UnitKey], start: int = 0) -> list[Unit]:

@@ -8,8 +8,9 @@ at most once, so the whole fold is linear in the log.
 
 Attribution follows `host.turns.node_origins`: a node appended inside `turn/start …
 turn/end` belongs to that turn, a replacement to whatever it replaced (a checkpoint is its
-own unit), and a node appended inside a landing step (step 0) to the turn that landing
-rewrites. "Before turn-memory" of a turn counts only what the agent itself appended
+own unit), a node appended inside a landing step (step 0) to the turn that landing
+rewrites, and so does a node a 0.2 landing appends right after its head inside the loop's
+step; 0.2's system prompt is no turn's. "Before turn-memory" of a turn counts only what the agent itself appended
 (original nodes), never marker copies or landing output.
 """
 
@@ -112,6 +113,8 @@ class Fold:
         self._open: TurnStats | None = None
         self._in_landing = False
         self._landing: Unit | None = None
+        #: 0.2: the landed turn a run of appended landing nodes belongs to (host.turns.node_origins)
+        self._window: TurnStats | None = None
         # the current surface: seq -> (unit, tokens, fingerprint), and its order
         self._meta: dict[int, tuple[Unit, int, int]] = {}
         self._next: dict[int, int] = {}
@@ -196,6 +199,8 @@ class Fold:
         return True
 
     def _lifecycle(self, kind: str, data: Any) -> None:
+        if kind in ("turn/start", "turn/end", "step/start", "step/end"):
+            self._window = None
         if kind == "turn/end":
             if self._open is not None:
                 self._open.complete = True
@@ -231,11 +236,17 @@ class Fold:
             source = data.get("source")
         op = event["surfaceOp"]
         if op == "append":
+            window = self._window
+            if window is not None and not _landed_node(kind, event, source):
+                window = self._window = None
             if self._in_landing and self._landing is not None:
                 unit: Unit = self._landing
                 if type(unit) is TurnStats:
                     self._rewrote(unit)
-            elif self._open is not None:
+            elif window is not None:
+                unit = window
+                self._rewrote(window)
+            elif self._open is not None and kind != "system/message":
                 unit = self._open
                 # the agent's own output; a user message citing earlier events is a restated
                 # copy (a snapshot kept across a landing), not new history
@@ -279,6 +290,9 @@ class Fold:
                 self._rewrote(unit)
         if self._in_landing and self._landing is None:
             self._landing = unit
+        elif not self._in_landing:
+            opened = self._open
+            self._window = unit if type(unit) is TurnStats and opened is not None and unit is not opened else None
         self._replace(shadowed, seq, unit, tokens, fingerprint)
 
     @staticmethod
@@ -377,3 +391,10 @@ def _marker(source: Any) -> tuple[str, int] | None:
         if phase in ("pending", "compression") and type(turn) is int:
             return phase, turn
     return None
+
+
+def _landed_node(kind: str, event: dict[str, Any], source: Any) -> bool:
+    """As host.turns: an appended node of a landing, never one the agent loop commits itself."""
+    if kind in ("assistant/message", "tool/result"):
+        return True
+    return kind == "user/message" and (is_own_source(source) or bool(event.get("sourceEventSeqs")))

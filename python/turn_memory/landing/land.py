@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from turn_memory import faults
 from turn_memory.bridge.protocol import Expectation
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog, SurfaceError
@@ -26,6 +27,8 @@ class Plan:
     #: surface spans that must be unchanged when the shim applies the plan
     spans: list[list[int]] = field(default_factory=list)
     label: str = ""
+    #: what the plan is ("turn-landing", …); for logs and fault injection
+    kind: str = ""
 
 
 class LandingError(Exception):
@@ -68,6 +71,8 @@ def check_spans(log: SessionLog, spans: list[list[int]]) -> None:
 
 def validate(log: SessionLog, plan: Plan) -> list[dict[str, Any]]:
     check_spans(log, plan.spans)
+    if plan.kind == "turn-landing" and faults.active(faults.CORRUPT_TURN_PLAN):
+        next(e for e in plan.events if "sourceEventSeqs" in e).pop("sourceEventSeqs")
     stamped = stamp(log, plan.events)
     try:
         log.check_plan(stamped)

@@ -21,7 +21,7 @@ from turn_memory.config import TurnConfig
 from turn_memory.hints.section import hints_text
 from turn_memory.hints.service import Hint
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.host.turns import lifecycle_state
+from turn_memory.host.turns import lifecycle_state, open_step_of
 from turn_memory.landing.land import LandingError, land
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
@@ -242,9 +242,10 @@ class TurnJob:
         return ToolAnswer(text)
 
     # -- landing -----------------------------------------------------------------------
-    def _context(self, open_turn: int | None, workers: int | None = None) -> landing_.LandingContext:
+    def _context(self, open_turn: int | None, workers: int | None = None,
+                 open_step: int | None = None) -> landing_.LandingContext:
         return landing_.LandingContext(self.turn, open_turn, len(self.workers) if workers is None else workers,
-                                       tuple(self.worker_modes))
+                                       tuple(self.worker_modes), open_step=open_step)
 
     async def _land_now(self, build: Any) -> None:
         try:
@@ -252,16 +253,19 @@ class TurnJob:
         except LandingError as exc:
             log.warning("%s: marker landing refused: %s", self.where, exc)
 
-    async def land_in_prestep(self, open_turn: int) -> None:
-        """Land the finished turn while `open_turn` is open and has not started its step."""
+    async def land_into(self, open_turn: int, open_step: int | None = None) -> None:
+        """Land the finished turn while `open_turn` is open: in its pre-step (no step open), or
+        inside the loop's own step `open_step` before that step commits anything (0.2)."""
         editor = self.editor
         assert editor is not None
 
         def build(log_: Any) -> Any:
-            # rebuilt on every attempt: the landing step must belong to the turn still open
+            # rebuilt on every attempt: the landing must belong to the turn (and step) still open
             if lifecycle_state(log_.events).open_turn != open_turn:
                 raise landing_.LandingImpossible(f"turn {open_turn} is no longer open")
-            return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn))
+            if open_step is not None and open_step_of(log_.events) != (open_turn, open_step):
+                raise landing_.LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open")
+            return landing_.plan_landing(log_, editor, self.positions, self._context(open_turn, open_step=open_step))
 
         try:
             await land(self.session, self.port, build)

@@ -149,8 +149,11 @@ def _retained_snapshot(log: SessionLog) -> int | None:
 
 
 def _keep_snapshot(log: SessionLog, shadowed: set[int]) -> list[dict[str, Any]]:
-    """The host does not re-emit a snapshot before the step about to run: if the landing
-    shadows the one it retains, restate it at the tail so that step still carries it."""
+    """rc8 does not re-emit a snapshot before the step about to run: if the landing shadows
+    the one it retains, restate it at the tail so that step still carries it. (0.2's loop
+    forgets a retained snapshot a replacement cites and emits it again itself.)"""
+    if log.dialect.reemits_shadowed_snapshot:
+        return []
     retained = _retained_snapshot(log)
     if retained is None or retained not in shadowed:
         return []
@@ -171,7 +174,8 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
     else:
         events, shadowed = _v02(log, editor, positions, ctx)
     events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
-    return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})")
+    return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})",
+                kind="turn-landing")
 
 
 def _in_place(log: SessionLog, editor: TurnNodeEditor, positions: list[int],

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN
 from turn_memory.host.dialect import Dialect, is_human_source, is_plugin_source
-
-PLUGIN = "turn-memory"
 Phase = Literal["pending", "compression"]
 
 

@@ -88,11 +88,13 @@ class TurnService:
                 if not done.finished:
                     self.queues[session_id].forget(done.turn)  # a later recovery may retry it
 
-    async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> None:
+    async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.
 
         With `turns.landingBarrier` the first step first waits (bounded) for the previous
         turn, queued or compressing, so the request about to be made already carries it.
+        Returns True when a landing waits for this step's `agent/request` instead (see
+        `at_request`).
         """
         previous = self.jobs.get((session.id, turn - 1))
         if config.turns.landingBarrier and step == 1 and previous is not None and not previous.ready.is_set():
@@ -104,13 +106,23 @@ class TurnService:
             except asyncio.TimeoutError:
                 log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
                          previous.turn, config.turns.landingWaitS, turn)
-        await self.land_ready(session, turn)
+        # 0.2 reloads assistant nodes only inside a step the agent loop opened, and the turn just
+        # ended is still the surface tail once this turn's first step has opened (the turn's user
+        # message is committed after agent/request): land it there, structured (D-019 mode 3)
+        defer = step == 1 and not session.log.dialect.plugin_steps
+        return await self.land_ready(session, turn, defer_previous=defer)
 
-    async def land_ready(self, session: MirroredSession, open_turn: int) -> None:
+    async def at_request(self, session: MirroredSession, turn: int, step: int) -> None:
+        """Inside the loop's step `step` of `turn`, before it commits anything: land what is ready."""
+        await self.land_ready(session, turn, open_step=step)
+
+    async def land_ready(self, session: MirroredSession, open_turn: int, *, open_step: int | None = None,
+                         defer_previous: bool = False) -> bool:
         """Land every ready compression of a turn before `open_turn`, oldest first.
 
         Stops at the first earlier turn that is still queued or compressing: landings stay
-        in turn order.
+        in turn order. With `defer_previous`, the turn right before `open_turn` is left for
+        the step's request (returns True when it was).
         """
         for key in sorted(k for k in self.jobs if k[0] == session.id and k[1] < open_turn):
             job = self.jobs.get(key)
@@ -119,9 +131,12 @@ class TurnService:
             if not job.ready.is_set():
                 break
             if job.finished and not job.landed.is_set():
-                await job.land_in_prestep(open_turn)
+                if defer_previous and key[1] == open_turn - 1:
+                    return True
+                await job.land_into(open_turn, open_step)
             if job.done:
                 self.jobs.pop(key, None)
+        return False
 
     @asynccontextmanager
     async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,

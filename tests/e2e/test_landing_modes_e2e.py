@@ -1,0 +1,135 @@
+"""How a compressed turn lands (design D-019), on each real host, each way in its own test:
+what lands on the surface, and what the next model request carries.
+
+Turn 1 is one tool turn: n1 user, n2 runtime snapshot, n3 assistant + call, n4 tool result,
+n5 answer. rc.8 replaces any node in place at a pre-step; 0.2 may append an assistant node
+only inside a step its agent loop opened, so where the compression lands decides its shape.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import host_problems, reload, text_of
+from test_turn_compression_e2e import IS_WORKER, agent_requests
+from turn_memory.host.surface import SessionLog
+from turn_memory.turns.markers import marker_of
+from turn_memory.turns.recovery import turn_nodes
+
+pytestmark = pytest.mark.e2e
+
+TASK = "Please look at the parser module and tell me what it does."
+TURN_1 = [{"text": "Listing the parser.", "tool_calls": [{"name": "bash", "arguments": {
+    "command": "echo 'listing parser.py'; yes 'def parse(tokens): a long listing line' | head -40",
+    "description": "list"}}]}, "The parser tokenizes input. FIRST-DONE"]
+FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
+FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n5", "nodes": [
+    {"role": "user", "content": "COMPRESSED-USER: what does the parser do?"},
+    {"role": "assistant", "content": "COMPRESSED-ASSISTANT: it tokenizes input (listed parser.py)."}]}}]}
+REWRITE_RESULT = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n4", "to": "n4", "nodes": [
+    {"role": "tool", "content": "REWRITTEN-RESULT: parser.py lists parse()."}]}}]}
+
+
+def roles(home, events) -> list[str]:
+    log = SessionLog(home.dialect, events)
+    return [log.message_of(s)["role"] for s in turn_nodes(log, 1)]
+
+
+def first_request_of_turn_2(fake):
+    return next(r for r in agent_requests(fake) if "Second task" in r.last_user_text)
+
+
+def answered(request) -> bool:
+    """Every tool call the request carries is answered by its result, and no result is orphaned."""
+    calls = {c["id"] for m in request.messages if m["role"] == "assistant" for c in m.get("tool_calls") or []}
+    results = {m.get("tool_call_id") for m in request.messages if m["role"] == "tool"}
+    return calls == results
+
+
+def run_two_turns(home, fake, worker_replies, *, barrier: bool, second_turn=None):
+    fake.push("turn", *TURN_1, *(second_turn or ["Turn two done. SECOND-DONE"]))
+    fake.add_rule(IS_WORKER, replies=worker_replies)
+    run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"],
+                   engine_overrides={"turns": {"landingBarrier": barrier}})
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert host_problems(run) == []
+    _, events = home.session_log(run.session_id)
+    reload(home, events)
+    return run, events
+
+
+def test_nothing_to_rewrite_lands_a_no_op_marker(home, fake):
+    """Mode 1: the worker finishes without a change; the turn's first user node is re-marked."""
+    run, events = run_two_turns(home, fake, [FINISH], barrier=True)
+    marks = [marker_of(e) for e in events if marker_of(e) and marker_of(e)[1] == 1]
+    assert marks == [("pending", 1), ("compression", 1)]
+    tool = home.dialect.tool_result_role
+    assert roles(home, events) == ["user", "user", "assistant", tool, "assistant"]  # content unchanged
+    assert any(TASK in text_of(m) for m in first_request_of_turn_2(fake).messages)
+
+
+def test_a_tool_result_rewritten_one_to_one_stays_paired_with_its_call(home, fake):
+    """Mode 2: only the tool result changes; it is rewritten in place, content only, and the
+    next request carries every tool call answered by its (rewritten) result."""
+    run, events = run_two_turns(home, fake, [REWRITE_RESULT, FINISH], barrier=True)
+    tool = home.dialect.tool_result_role
+    assert roles(home, events) == ["user", "user", "assistant", tool, "assistant"]
+    request = first_request_of_turn_2(fake)
+    assert answered(request), request.messages
+    results = [text_of(m) for m in request.messages if m["role"] == "tool"]
+    assert any("REWRITTEN-RESULT" in r for r in results) and "listing parser.py" not in "".join(results)
+
+
+def test_a_turn_ready_before_the_next_request_keeps_its_user_assistant_shape(home, fake):
+    """Mode 3 on 0.2 (inside the next turn's first step, where the turn is still the surface
+    tail), in-place on rc8: the turn lands as user + assistant and the next request carries
+    exactly that."""
+    run, events = run_two_turns(home, fake, [FOLD, FINISH], barrier=True)
+    assert roles(home, events) == ["user", "assistant"]
+    request = first_request_of_turn_2(fake)
+    convo = [(m["role"], text_of(m)) for m in request.messages if m["role"] != "system"]
+    assert convo[0][1].startswith("COMPRESSED-USER") and convo[1] == ("assistant", FOLD["tool_calls"][0]["arguments"]["nodes"][1]["content"])
+    assert answered(request)
+
+
+def test_a_turn_ready_only_later_lands_at_a_later_step(home, fake):
+    """Landing at a later pre-step: the worker is slow, turn 2 runs two steps. 0.2 can then
+    no longer append an assistant after the turn (mode 4: one user checkpoint with the roles
+    written out); rc8 still replaces in place. Either way the request after the landing
+    carries the compressed turn and no step waited for it."""
+    slow_fold = {**FOLD, "delay_ms": 1500}
+    second = [{"text": "Writing the test.", "tool_calls": [{"name": "bash", "arguments": {
+        "command": "sleep 2; echo test-written", "description": "write test"}}]}, "Turn two done. SECOND-DONE"]
+    run, events = run_two_turns(home, fake, [slow_fold, FINISH], barrier=False, second_turn=second)
+    assert max(p["ms"] for p in run.pre_steps()) < 1000, run.pre_steps()
+    assert [marker_of(e) for e in events if marker_of(e) == ("compression", 1)]
+    expected = ["user"] if home.dialect.name == "v02" else ["user", "assistant"]
+    assert roles(home, events) == expected
+    if home.dialect.name == "v02":
+        (node,) = turn_nodes(SessionLog(home.dialect, events), 1)
+        text = text_of(events[node]["data"])
+        assert text.startswith("User: COMPRESSED-USER") and "\n\nAssistant: COMPRESSED-ASSISTANT" in text
+    after = next(r for r in agent_requests(fake) if "Third task" in r.last_user_text)
+    assert "COMPRESSED-USER" in "".join(text_of(m) for m in after.messages)
+
+
+def test_a_plan_the_host_would_refuse_is_refused_before_anything_is_appended(home, fake, tmp_path):
+    """A landing plan that breaks a host rule (fault-injected: its replacement cites no
+    sources) is refused by the engine's own check: nothing is appended, the refusal is logged
+    with session and turn, the turn stays raw and the session carries on."""
+    engine_log = tmp_path / "engine.log"
+    home.extra_env["TURN_MEMORY_FAULTS"] = "corrupt-turn-plan"
+    fake.push("turn", *TURN_1, "Turn two done. SECOND-DONE", "Turn three. THIRD-DONE")
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"],
+                   engine_overrides={"turns": {"landingBarrier": True}, "engine": {"logFile": str(engine_log)}})
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 3
+    assert host_problems(run) == []
+    _, events = home.session_log(run.session_id)
+    assert [m for e in events if (m := marker_of(e)) == ("compression", 1)] == []  # nothing landed
+    tool = home.dialect.tool_result_role
+    assert roles(home, events) == ["user", "user", "assistant", tool, "assistant"]
+    reload(home, events)
+    refused = [line for line in engine_log.read_text().splitlines() if "turn 1: landing refused" in line]
+    assert refused and run.session_id in refused[0] and "replace-coverage" in refused[0], refused

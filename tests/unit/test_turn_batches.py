@@ -11,7 +11,7 @@ import pytest
 
 from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
 from surface_builders import LogBuilder
-from test_turn_jobs import FINISH
+from test_turn_jobs import FINISH, next_turn_prestep
 from turn_builders import Shape, add_turn
 from turn_memory.bridge.protocol import SessionEventsParams
 from turn_memory.config import EngineConfig
@@ -52,9 +52,7 @@ def run_backlog(host: FakeHost, cfg: EngineConfig, scripts: list[WorkerScript]) 
         ends = [e for e in host.log.events if e["type"] == "turn/end"]
         service.on_events(host.session, ends, False, lambda: host, cfg)
         await service.drained(SESSION, 5)
-        host.host_append("turn/start", {"turn": TURNS + 1})
-        host._forward()
-        await service.pre_step(host.session, TURNS + 1, 1, cfg)
+        await next_turn_prestep(host, service, cfg, TURNS + 1)
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
     return started

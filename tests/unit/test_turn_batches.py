@@ -13,7 +13,6 @@ from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, Worker
 from surface_builders import LogBuilder
 from test_turn_jobs import FINISH, next_turn_prestep
 from turn_builders import Shape, add_turn
-from turn_memory.bridge.protocol import SessionEventsParams
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog

@@ -356,6 +356,7 @@ def run_once(template: Path, variant: str, sc: Scenario, runtime: Any, work: Pat
             problems += [f"engine: {line}" for line in engine_problems(log_file)]
         out.update({"variant": variant, "wall_s": run.seconds, "turn_ms": [t.get("ms") for t in turns],
                     "landed": landed_turns(events), "job_start_ms": job_starts(received, events),
+                    "host_warnings": len(run.logs()),
                     "problems": problems})
         return out
     finally:
@@ -430,6 +431,7 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
             "job_start_later_ms": med(v for r in rs for k, v in r["job_start_ms"].items() if k > 1),
             "raw_next": med(len(r["raw_in_next_first_request"]) for r in rs),
             "raw_two_later": med(len(r["raw_two_turns_later"]) for r in rs),
+            "host_warnings": med(r.get("host_warnings", 0) for r in rs),
             "runs": len(rs),
         }
     return s
@@ -481,6 +483,7 @@ def rows_for(sc: Scenario, s: Mapping[str, Any]) -> list[list[str]]:
         row("per-turn user latency (mean)", "latency", tm["turn_ms"], st["turn_ms"], fmt_s),
         row("whole-run wall time", "wall", None if tm["wall_s"] is None else tm["wall_s"] * 1e3,
             None if st["wall_s"] is None else st["wall_s"] * 1e3, fmt_s),
+        ["warnings and errors the host logged", f"{tm['host_warnings']:.0f}", f"{st['host_warnings']:.0f}", "", "", ""],
         ["turn/end -> its worker's 1st request: turn 1 / later",
          f"{fmt_ms(tm['job_start_turn1_ms'])} / {fmt_ms(tm['job_start_later_ms'])}", "—", "", "", ""],
         ["tool turns landed with a worker / no-op, no worker",

@@ -114,7 +114,7 @@ def fake_run(variant: str, cost: float, turn_ms: list[int], wall: float) -> dict
             "final_request_tokens": 9000 if variant == "turn-memory" else 20000, "turn_ms": turn_ms, "wall_s": wall,
             "prefix_rewrites": 3, "agent_miss_tokens": 1000, "requests": {"agent": 5, "worker": 2},
             "landed": {"worker": [1, 2], "no_worker": [3]}, "job_start_ms": {1: 50.0, 2: 40.0},
-            "raw_in_next_first_request": [], "raw_two_turns_later": [], "problems": []}
+            "raw_in_next_first_request": [], "raw_two_turns_later": [], "host_warnings": 0, "problems": []}
 
 
 def test_the_report_prints_every_metric_ratio_and_verdict():
@@ -127,7 +127,8 @@ def test_the_report_prints_every_metric_ratio_and_verdict():
             "results": {sc.name: {"scenario": S.asdict(sc), "runs": runs}}}
     text = S.report([host])
     for metric in ("total billed cost", "cache hit ratio", "workers' share of the bill", "final request size",
-                   "per-turn user latency", "whole-run wall time", "still raw two turns later"):
+                   "per-turn user latency", "whole-run wall time", "still raw two turns later",
+                   "warnings and errors the host logged"):
         assert metric in text
     assert "1.25×" in text and "MISSED" in text  # cost 0.02 / 0.016 against ≤ 1.00×
     assert "1.02×" in text and " ok" in text      # latency 2050 / 2000 against ≤ 1.05×

@@ -7,6 +7,11 @@ accepted replacement; progress resets it. Each worker is bounded in model reques
 shim, so no job can spin. The session is only touched twice: the pending marker, and the
 final landing — at a later turn's pre-step. `run()` ends once the landing is ready (the
 queue moves on to the next turn); the turn service lands it.
+
+A turn the eligibility policy finds not worth a worker gets the no-op marker instead. A job
+may carry a batch: later turns that were already queued when it started (a backlog). Its
+one worker edits every turn that needs one, each in its own editor (ids prefixed with the
+turn), and each turn then lands on its own, exactly as if it had had its own worker.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, AsyncContextManager, Literal
 
 from pydantic import BaseModel
 
-from turn_memory import __version__
+from turn_memory import __version__, faults
 from turn_memory.bridge.protocol import (
     PROTOCOL_VERSION,
     AgentStreamParams,
@@ -198,6 +198,8 @@ class Engine:
         raise RemoteError(ErrorInfo(code="unknown-method", message=method))
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
+        if params.turn > 1 and faults.fire(faults.HANG_PRESTEP):
+            faults.hang()
         # lands what is ready; waits only with the opt-in landing barrier
         at_request = await self.turns.pre_step(session, params.turn, params.step, config)
         if config.compaction.auto:

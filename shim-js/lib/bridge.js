@@ -139,7 +139,10 @@ export class Bridge {
         try {
           msg = JSON.parse(header.toString());
         } catch {
-          continue;
+          // a frame that does not parse may have been any call's reply: none of the calls
+          // waiting can trust the stream any more; the connection is lost
+          if (this.#sock === sock) this.#hooks.onLost?.('unparsable frame from the engine');
+          return;
         }
         if (msg.kind === 'reply') {
           const pending = this.#pending.get(msg.id);

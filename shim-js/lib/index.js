@@ -171,7 +171,15 @@ export default class TurnMemoryEngine extends CompactionEngine {
       return next();
     });
     ctx.on('agent/disposed', ({ agent }) => this.mirror.untrack(agent));
-    ctx.on('session/event', (session, event) => this.mirror.onEvent(session, event));
+    ctx.on('session/event', (session, event) => {
+      this.mirror.onEvent(session, event);
+      // what a pre-step answered is for that turn: once it ends, its sections show nothing
+      // (the next turn's first context is assembled before that turn's own pre-step)
+      if (event.type === 'turn/end') {
+        const agent = this.mirror.entry(session.id)?.agent;
+        if (agent) this.publicTools.setContexts(agent, {});
+      }
+    });
     ctx.on('agent/assistant-stream', ({ agent, frame }) => this.mirror.onStreamFrame(agent, frame));
     ctx.effect(() => {
       this.process.start();
@@ -226,6 +234,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _lost(why) {
     this.ctx.logger.warn(`turn-memory engine connection lost: ${why}`);
     this.bridge.close('lost');
+    // only a new engine reconnects (and resyncs): the one behind a broken stream is replaced
+    this.process.recycle(`lost its connection (${why})`);
   }
 
   _timedOut(method) {

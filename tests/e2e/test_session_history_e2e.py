@@ -34,28 +34,29 @@ def history_results(fake) -> list[str]:
 
 def test_agent_reads_back_a_compressed_turn_with_reasoning_and_searches_only_its_own(home, fake):
     fake.add_rule({**IS_WORKER, "messages_contain": "flux capacitor"}, replies=[FOLD, FINISH])
-    fake.add_rule(IS_WORKER, reply=FINISH)  # other turns land as they are
+    fake.add_rule(IS_WORKER, reply=FINISH, times="always")  # other turns land as they are
 
-    # another session, with a fact of its own
+    # another session in the same DSH process — mirrored by the same engine, which lands its
+    # turn 1 — with a fact of its own; then the agent under test, with the landing barrier
+    # (turn 2's first request already carries turn 1 compressed)
     fake.push("turn", f"Noted: {OTHER_SECRET}.", "Fine.")
-    # with the landing barrier turn 2 waits for the engine, whose handshake caches the declarations
-    other = home.run([f"Remember {OTHER_SECRET} please.", "Thanks."], engine_overrides={"turns": {"landingBarrier": True}})
-    assert other.returncode == 0, (other.records, other.stderr[-2000:])
-
-    before = len(fake.requests)
     fake.push("turn",
               {"reasoning": f"Let me think. {SECRET}. That settles it.", "text": "Worked it out."},
               call({}), call({"turn": 1}), call({"query": "flux capacitor"}), call({"query": OTHER_SECRET}),
               call({"turn": 9}), "All read. DONE")
-    # the landing barrier: turn 2's first request already carries turn 1 compressed
-    run = home.run(["What power does the device need?", "Check what you found earlier."],
+    run = home.run([{"spawn": "other", "tasks": [f"Remember {OTHER_SECRET} please.", "Thanks."]}, {"join": "other"},
+                    "What power does the device need?", "Check what you found earlier."],
                    engine_overrides={"turns": {"landingBarrier": True}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed", "completed"]
+    assert [t["reason"]["kind"] for t in run.tasks("other")] == ["completed", "completed"]
+    # the engine did mirror the other session: it landed that session's turn 1
+    _, other_events = home.session_log(run.session_of("other"))
+    assert ("compression", 1) in [marker_of(e) for e in other_events]
 
-    # the previous DSH start left its declarations behind: the very first request of this
+    # the template's start left its declarations behind: the very first request of this
     # start already offers the memory tools, before the engine has even finished booting
-    first = next(r for r in fake.requests[before:] if r.kind == "turn")
+    first = next(r for r in fake.requests if r.kind == "turn")
     assert {"read_session_history", "read_memory_image"} <= set(first.tool_names), first.tool_names
 
     # turn 1 was compressed: the next request no longer carries the secret...

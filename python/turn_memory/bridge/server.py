@@ -20,6 +20,7 @@ import zmq
 import zmq.asyncio
 from pydantic import BaseModel, ValidationError
 
+from turn_memory import faults
 from turn_memory.bridge.protocol import (
     ENGINE_CALLS,
     PROTOCOL_VERSION,
@@ -224,6 +225,10 @@ class BridgeServer:
             if isinstance(outcome, Awaitable):
                 outcome = await outcome
             result, out_payload = outcome if isinstance(outcome, tuple) else (outcome, None)
+            if method == "turn.preStep" and getattr(params, "turn", 0) > 1 and faults.fire(faults.CORRUPT_REPLY):
+                async with self._send_lock:
+                    await self._sock.send_multipart([peer.identity, b'{"v":1,"kind":"reply","id":"' + call_id.encode()])
+                return
             await self._reply(peer.identity, call_id, result, payload=out_payload)
         except RemoteError as exc:
             await self._reply(peer.identity, call_id, error=exc.info)

@@ -48,11 +48,21 @@ class RunResult:
     def session_id(self) -> str:
         return next(r["session"] for r in self.records if "session" in r)
 
-    def tasks(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if "task" in r]
+    def tasks(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """The main agent's turns, or those of the agent `{spawn: agent}` opened."""
+        return [r for r in self.records if "task" in r and r.get("agent") == agent]
 
-    def commands(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if "command" in r]
+    def commands(self, agent: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self.records if "command" in r and r.get("agent") == agent]
+
+    def session_of(self, agent: str) -> str:
+        """The session id of the agent `{spawn: agent}` opened."""
+        return next(r["session"] for r in self.records if r.get("agent") == agent and "session" in r)
+
+    @property
+    def killed(self) -> bool:
+        """The driver SIGKILLed its own DSH process (`{killSelf: true}`)."""
+        return any(r.get("killSelf") for r in self.records)
 
     def logs(self, *types: str) -> list[dict[str, Any]]:
         """Warnings/errors DSH's plugins logged during the run (all, or of these types)."""

@@ -90,6 +90,8 @@ async def land(session: MirroredSession, port: HostPort, build: Callable[[Sessio
         log = session.log
         plan = build(log)
         validate(log, plan)
+        if plan.kind == "turn-landing" and faults.fire(faults.KILL_BEFORE_APPLY):
+            faults.die()
         base = len(log)
         result = await port.apply(session.id, Expectation(logLength=base, spans=plan.spans), plan.events, plan.label)
         if result.ok:

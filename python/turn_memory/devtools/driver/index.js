@@ -1,6 +1,10 @@
 // Drives a real DSH agent through several turns in one process (the stock headless
 // runner answers one task and exits, which leaves no time for background work).
-// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle} | {image, text})[], resumeSessionId?, reportFile }.
+// Config: { tasks: (string | {command} | {sleepMs} | {exec: argv} | {measure} | {send} | {waitIdle} | {image, text}
+//   | {spawn, tasks, resume?} | {join} | {killSelf})[], resumeSessionId?, reportFile }.
+// {spawn: name, tasks} opens another agent (a new session, or `resume` one) in this DSH process and runs
+// its tasks alongside the main list (its records carry `agent: name`); {join: name} waits for them.
+// {killSelf: true} flushes the sessions and SIGKILLs this DSH process (no shutdown runs).
 // {image: path, text} is a turn whose user message carries that PNG, saved through DSH's attachment service.
 // {send: text} starts a turn without waiting for it, so a following command runs mid-turn.
 // {waitFile: path, contains, timeoutMs} polls until the file holds that text (e.g. an engine log line).
@@ -78,14 +82,64 @@ async function run(ctx, config) {
     installModelSelection(agentCtx, { current: selection, assembled: undefined });
   };
   const agentOptions = { provider: selection.provider, model: selection.model };
-  const { agent } = config.resumeSessionId
-    ? await ctx.agents.resume({ resumeSessionId: SessionId(config.resumeSessionId), agentOptions, setup })
-    : await ctx.agents.create({ sessionId: SessionId(`session-${randomUUID()}`), meta: { cwd: process.cwd() }, agentOptions, setup });
+  const open = (resumeSessionId) => (resumeSessionId
+    ? ctx.agents.resume({ resumeSessionId: SessionId(resumeSessionId), agentOptions, setup })
+    : ctx.agents.create({ sessionId: SessionId(`session-${randomUUID()}`), meta: { cwd: process.cwd() }, agentOptions, setup }));
+  const { agent } = await open(config.resumeSessionId);
   driven.agent = agent;
   report(config, { session: agent.session.id, resumed: Boolean(config.resumeSessionId), events: agent.session.seq });
   await agent.whenIdle();
+  // {spawn: name, tasks, resume?}: another agent (its own session) in this DSH process, running
+  // its tasks alongside the main list; {join: name} waits for its tasks to finish
+  const others = new Map();
+  const opened = [agent];
+  const spawn = async (task) => {
+    const { agent: other } = await open(task.resume);
+    opened.push(other);
+    report(config, { agent: task.spawn, session: other.session.id, resumed: Boolean(task.resume), events: other.session.seq });
+    await other.whenIdle();
+    return { agent: other, ok: await runTasks(ctx, config, other, task.tasks ?? [], { agent: task.spawn }) };
+  };
+  const extra = {
+    spawn: (task) => others.set(task.spawn, spawn(task)),
+    join: async (name) => {
+      const done = await others.get(name);
+      report(config, { agent: name, joined: true, events: done?.agent.session.seq });
+      return done?.ok ?? false;
+    },
+    killSelf: async () => {
+      // SIGKILL after the sessions are durable: no shutdown hook runs, the engine loses its
+      // stdin and exits, nothing in flight finishes (a crash, an OOM kill, a closed laptop)
+      for (const a of opened) await ctx.sessions.flush(a.session);
+      report(config, { killSelf: true, events: agent.session.seq });
+      process.kill(process.pid, 'SIGKILL');
+      await new Promise(() => {});
+    },
+  };
+  let ok = await runTasks(ctx, config, agent, config.tasks ?? [], {}, extra);
+  for (const [name] of others) ok = (await extra.join(name)) && ok;
+  await ctx.sessions.flush(agent.session);
+  for (const a of opened.slice(1)) await ctx.sessions.flush(a.session);
+  report(config, { done: true, session: agent.session.id, events: agent.session.seq, surface: [...agent.session.surface.nodes] });
+  ctx.appExit(ok ? 0 : 1);
+}
+
+async function runTasks(ctx, config, agent, tasks, tag, extra = {}) {
+  const say = (record) => report(config, { ...record, ...tag });
   let ok = true;
-  for (const task of config.tasks ?? []) {
+  for (const task of tasks) {
+    if (typeof task === 'object' && task.spawn) {
+      extra.spawn(task);
+      continue;
+    }
+    if (typeof task === 'object' && task.join) {
+      ok = (await extra.join(task.join)) && ok;
+      continue;
+    }
+    if (typeof task === 'object' && task.killSelf) {
+      await extra.killSelf();
+      continue;
+    }
     if (typeof task === 'object' && task.sleepMs) {
       await new Promise((resolve) => setTimeout(resolve, task.sleepMs));
       continue;
@@ -99,28 +153,28 @@ async function run(ctx, config) {
       const deadline = Date.now() + (task.timeoutMs ?? 30000);
       const holds = () => existsSync(task.waitFile) && readFileSync(task.waitFile, 'utf8').includes(task.contains ?? '');
       while (!holds() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-      report(config, { waitFile: task.waitFile, found: holds() });
+      say({ waitFile: task.waitFile, found: holds() });
       continue;
     }
     if (typeof task === 'object' && task.waitIdle) {
       await agent.whenIdle();
-      report(config, { idle: true, events: agent.session.seq });
+      say({ idle: true, events: agent.session.seq });
       continue;
     }
     if (typeof task === 'object' && task.measure) {
       // DSH's own token meter must still price the session after turn-memory's landings
       try {
         const m = ctx.get('tokenMeter')?.measure(agent.session);
-        report(config, { measure: true, totalTokens: m?.totalTokens, nodes: m?.nodes.length, baseline: m?.baseline.kind });
+        say({ measure: true, totalTokens: m?.totalTokens, nodes: m?.nodes.length, baseline: m?.baseline.kind });
       } catch (error) {
-        report(config, { measure: true, error: String(error?.message ?? error) });
+        say({ measure: true, error: String(error?.message ?? error) });
       }
       continue;
     }
     if (typeof task === 'object' && task.exec) {
       const [file, ...args] = task.exec;
       const r = spawnSync(file, args, { encoding: 'utf8' });
-      report(config, { exec: task.exec, status: r.status, stdout: r.stdout, stderr: r.stderr });
+      say({ exec: task.exec, status: r.status, stdout: r.stdout, stderr: r.stderr });
       continue;
     }
     if (typeof task === 'object' && task.image) {
@@ -131,7 +185,7 @@ async function run(ctx, config) {
       await agent.whenIdle();
       const out = outcome(eventsOf(agent.session), from);
       ok &&= out.reason?.kind === 'completed';
-      report(config, { task: task.text ?? '', image: ref, text: out.text, reason: out.reason });
+      say({ task: task.text ?? '', image: ref, text: out.text, reason: out.reason });
       continue;
     }
     const text = typeof task === 'string' ? task : task.command;
@@ -145,18 +199,16 @@ async function run(ctx, config) {
       } catch (error) {
         result = { kind: 'error', text: String(error?.message ?? error) };
       }
-      report(config, { command: text, result: result?.result ?? result ?? null, ms: Date.now() - started, eventsBefore: from, eventsAfter: agent.session.seq });
+      say({ command: text, result: result?.result ?? result ?? null, ms: Date.now() - started, eventsBefore: from, eventsAfter: agent.session.seq });
       continue;
     }
     agent.followup(createUserMessage({ content: [{ type: 'text', text }], source: { kind: 'user' } }));
     await agent.whenIdle();
     const out = outcome(eventsOf(agent.session), from);
     ok &&= out.reason?.kind === 'completed';
-    report(config, { task: text, text: out.text, reason: out.reason, ms: Date.now() - started });
+    say({ task: text, text: out.text, reason: out.reason, ms: Date.now() - started });
   }
-  await ctx.sessions.flush(agent.session);
-  report(config, { done: true, session: agent.session.id, events: agent.session.seq, surface: [...agent.session.surface.nodes] });
-  ctx.appExit(ok ? 0 : 1);
+  return ok;
 }
 
 export function apply(ctx, config) {

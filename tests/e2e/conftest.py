@@ -45,10 +45,11 @@ def installed_template(host_runtime, tmp_path_factory, tm_cli) -> Path:
     root = tmp_path_factory.mktemp(f"dsh-template-{host_runtime.host}") / "home"
     home = DshHome(root, host_runtime, "http://127.0.0.1:9").create()
     # the scripted turns are a few hundred tokens, below the default turns.minTurnTokens:
-    # these tests are about compressing them (the policy's own test restores the default).
-    # The installer seeds the shim's declarations cache: turn 1's first request offers the
-    # memory tools without a warm-up boot
-    home.install_turn_memory("--set", "turns.minTurnTokens=0", cli=tm_cli)
+    # these tests are about compressing them; and their workers are scripted per turn, so a
+    # backlog that timing happens to form gets one worker per turn (the policy's and the
+    # batch's own tests restore the defaults). The installer seeds the shim's declarations
+    # cache: turn 1's first request offers the memory tools without a warm-up boot
+    home.install_turn_memory("--set", "turns.minTurnTokens=0", "--set", "turns.batchTurns=1", cli=tm_cli)
     return root
 
 

@@ -94,7 +94,8 @@ def test_turns_queued_behind_a_slow_worker_are_compressed_by_one_worker_and_each
     fake.responder = respond
     tasks = [tool_turn(fake, k) for k in range(1, 4)]
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
-    run = home.run([*tasks, {"sleepMs": 6000}, "Last task: sum up."], timeout=120)
+    run = home.run([*tasks, {"sleepMs": 6000}, "Last task: sum up."], timeout=120,
+                   engine_overrides={"turns": {"batchTurns": 4}})  # the default (the template sets 1)
     assert run.returncode == 0, (run.records, run.stderr[-3000:])
     workers = [r for r in fake.requests if r.kind == "turn" and is_worker(r)]
     prompts = [r.last_user_text.splitlines()[0] for r in workers]

@@ -143,10 +143,10 @@ def test_turns_queued_behind_a_slow_worker_clear_at_worker_speed_without_holding
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
     # three tool turns end faster than one worker; one more turn runs while they compress;
     # then the user pauses for about three worker times plus slack before the last turn
-    # one worker per turn: this is the pipeline's own speed (a batched backlog clears faster,
-    # test_cache_and_cost_e2e)
+    # one worker per turn (the template's turns.batchTurns): this is the pipeline's own speed
+    # (a batched backlog clears faster, test_cache_and_cost_e2e)
     run = home.run([*tasks, "Meanwhile: anything else?", {"sleepMs": 3 * WORKER_MS + 4000}, "Last task: sum up."],
-                   timeout=120, engine_overrides={"turns": {"batchTurns": 1}})
+                   timeout=120)
     assert run.returncode == 0, (run.records, run.stderr[-3000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 5
 

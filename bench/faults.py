@@ -11,7 +11,8 @@ and had a later turn to land in, without a compression marker — landed or no-o
 taken by a session checkpoint / with two or more); requests spent (agent, worker); redone
 after finishing (paid twice: in a case with a restart, turns whose workers finished more than
 once — a finished compression the fault threw away; n/a where nothing restarts).
-The suite's xfail cases (pending issue 12a) show here as nonzero lost or paid-twice figures.
+Before issue 12a's engine fixes (pending marker at turn/end, finished compressions kept in a
+sidecar) the DSH-killed and restart cases showed nonzero lost or paid-twice figures here.
 """
 
 from __future__ import annotations

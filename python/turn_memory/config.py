@@ -56,10 +56,17 @@ class TurnConfig(_Section):
 
     enabled: bool = Field(True, description="compress every completed turn of user sessions")
     workerAttempts: int = Field(3, ge=1, description=(
-        "consecutive workers without an accepted edit before a turn is left raw"))
+        "consecutive workers without progress before a turn is left raw (an edit that leaves the working turn "
+        "as it was, or as it was when a finish was refused, is no progress)"))
     maxWorkers: int = Field(8, ge=1, description="hard cap on workers per turn, progress or not: a job never spins")
     maxWorkerRequests: int = Field(24, ge=1, description=(
         "model requests one worker may make before it is stopped (counts as no progress)"))
+    maxJobRequests: int = Field(96, ge=1, description=(
+        "model requests all workers of one turn may make together (a batch's turns share one budget); then the "
+        "turn is left raw"))
+    jobTimeoutS: float = Field(1800.0, gt=0, description=(
+        "wall-clock bound of one turn's compression, all workers together (a batch's turns share one bound); "
+        "then the turn is left raw"))
     landingBarrier: bool = Field(False, description=(
         "off: a finished compression lands at the first pre-step after it is ready and no request waits "
         "for it; on: each turn's first request waits (`turns.landingWaitS`) for the previous turn's "
@@ -75,7 +82,8 @@ class TurnConfig(_Section):
         "together; 1: one worker per turn"))
     minTurnTokens: int = Field(600, ge=0, description=(
         "a completed turn smaller than this (DSH's token estimate of its surface nodes) gets the no-op "
-        "marker and no worker: compressing it would cost more than it saves (0: every turn the model answered)"))
+        "marker and no worker: compressing it would cost more than it saves (0: every turn the model answered; a "
+        "hand-off turn, which asked for its compression, always gets a worker)"))
 
 
 class ThoughtHintsConfig(_Section):
@@ -128,9 +136,16 @@ class CompactionConfig(_Section):
         "through DSH's llm service (cheaper, less structured)"))
     segmentTokens: int = Field(32000, ge=100, description="token budget of one segment (a larger turn is its own segment)")
     workerAttempts: int = Field(3, ge=1, description=(
-        "per segment: consecutive workers without progress before the compaction fails"))
+        "per segment: consecutive workers without progress before the compaction fails (an edit that leaves "
+        "the working checkpoint as it was, or as it was when a finish was refused, is no progress)"))
     maxWorkers: int = Field(8, ge=1, description="hard cap on workers per segment, progress or not")
     maxWorkerRequests: int = Field(32, ge=1, description="model requests one segment worker may make")
+    maxJobRequests: int = Field(1024, ge=1, description=(
+        "model requests all workers of one compaction may make together (every segment); then it fails and the "
+        "surface is unchanged"))
+    jobTimeoutS: float = Field(3600.0, gt=0, description=(
+        "wall-clock bound of one compaction's workers, all segments together; then it fails and the surface is "
+        "unchanged"))
     workerTimeoutS: float = Field(900.0, gt=0, description=(
         "wall-clock bound of one segment worker (also bounds how long an automatic compaction holds a step)"))
     rewriteWaitS: float = Field(30.0, ge=0, description=(

@@ -24,6 +24,7 @@ from turn_memory.bridge.protocol import (
     PreStepParams,
     PreStepResult,
     RequestParams,
+    RequestResult,
     PublicToolParams,
     ToolResult,
     SessionClosedParams,
@@ -40,10 +41,10 @@ from turn_memory.hints.service import HintService
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import Dialect, dialect_for_host
 from turn_memory.host.mirror import MirroredSession, SessionMirror
-from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.port import BridgeHostPort
 from turn_memory.memory_tools.catalog import context_sections, declared, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
+from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import ToolAnswer, WorkerRegistry
 
@@ -74,13 +75,14 @@ class Engine:
         self.contexts = context_sections()
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
+        #: where each peer's DSH home keeps finished compressions until they land
+        self._results: dict[bytes, ResultStore] = {}
 
     async def close(self) -> None:
         """Stop every job before the socket closes: their workers die with DSH anyway, and a
         job must not read the closing socket as a string of failed workers."""
         self.hints.close()
-        drains = [queue.cancel() for queue in self.turns.queues.values()]
-        await asyncio.gather(*(d for d in drains if d is not None), return_exceptions=True)
+        await asyncio.gather(*self.turns.close(), return_exceptions=True)
         await self.followups.close()
 
     # -- handshake ---------------------------------------------------------------------
@@ -102,13 +104,17 @@ class Engine:
             raise RemoteError(ErrorInfo(code="config", message=f"invalid turn-memory config: {exc}",
                                         key=first.key, nearest=first.nearest, fix=exc.fix())) from exc
         self._peers[peer.identity] = (dialect, config)
+        if params.dshHome:
+            self._results[peer.identity] = ResultStore(params.dshHome)
         warm_up(config.thoughtHints)
         log.info("shim connected: DSH %s (%s dialect), pid %d", params.dshVersion, dialect.name, params.pid)
         # the pre-step may hold the step for the opt-in landing barrier and, at pressure, the
         # rewrite barrier plus a whole compaction (as stock compaction-basic does); past that
         # the shim lets the step go on without it
         barrier = config.turns.enabled and config.turns.landingBarrier
-        wait_s = 2.0 + (config.turns.landingWaitS if barrier else 0.0) \
+        # a continuation follow-up's first pre-step may wait as long for its hand-off turn
+        followups = config.turns.enabled and config.turnContinuation.enabled
+        wait_s = 2.0 + (config.turns.landingWaitS if barrier or followups else 0.0) \
             + ((config.compaction.rewriteWaitS if config.turns.enabled else 0.0) + config.compaction.workerTimeoutS
                if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
@@ -138,7 +144,8 @@ class Engine:
             session = self.mirror.get(params.sessionId)
             assert session is not None
             self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
-            self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config)
+            self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config,
+                                 self._results.get(peer.identity))
             self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
         elif method == "agent.stream":
             assert isinstance(params, AgentStreamParams)
@@ -200,6 +207,8 @@ class Engine:
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
         if params.turn > 1 and faults.fire(faults.HANG_PRESTEP):
             faults.hang()
+        # an automatic continuation about to be taken in waits (bounded) for its hand-off turn
+        await self.followups.before_step(session, params.turn, params.step, config)
         # lands what is ready; waits only with the opt-in landing barrier
         at_request = await self.turns.pre_step(session, params.turn, params.step, config)
         if config.compaction.auto:
@@ -207,22 +216,26 @@ class Engine:
             port = self._port(session.peer)
             await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
                                            self._rewrites(session, params.turn, session.peer))
+        withhold = self.followups.withheld(session, params.turn, params.step, at_request)
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
-                                       for c in self.contexts if c.enabled(config)}, landAtRequest=at_request)
+                                       for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
+                             withhold=withhold)
 
-    async def _at_request(self, params: RequestParams) -> dict[str, Any]:
+    async def _at_request(self, params: RequestParams) -> RequestResult:
         session = self.mirror.get(params.sessionId)
-        if session is not None and session.is_user_session:
-            await session.wait_for_length(params.logLength)  # the step/start the loop just appended
-            await self.turns.at_request(session, params.turn, params.step)
-        return {}
+        if session is None or not session.is_user_session:
+            return RequestResult()
+        await session.wait_for_length(params.logLength)  # the step/start the loop just appended
+        await self.turns.at_request(session, params.turn, params.step)
+        # a follow-up this step takes in whose hand-off turn the host just refused to land
+        return RequestResult(withhold=self.followups.withheld(session, params.turn, params.step, False))
 
     async def _public_tool(self, peer: Peer, params: PublicToolParams) -> ToolResult:
         session = self.mirror.get(params.sessionId)
         if session is None or not session.is_user_session:
             return ToolResult(text="turn-memory does not keep this session's history (it is not a user session "
                                    "mirrored by this engine)", isError=True)
-        call = PublicCall(session=session, args=params.args, turn=lifecycle_state(session.log.events).open_turn, call_id=params.callId,
+        call = PublicCall(session=session, args=params.args, turn=session.log.index.open_turn, call_id=params.callId,
                           agent_options=params.agentOptions, config=self._config(peer), port=self._port(peer))
         answer = await self.public_tools.call(params.tool, call)
         log.info("session %s turn %s: %s%s", session.id, call.turn, params.tool, " (error)" if answer.is_error else "")
@@ -250,7 +263,7 @@ class Engine:
         wait_s = self._config(peer).compaction.rewriteWaitS
 
         def enter() -> AsyncContextManager[None]:
-            turn = lifecycle_state(session.log.events).open_turn if open_turn == "open" else open_turn
+            turn = session.log.index.open_turn if open_turn == "open" else open_turn
             return self.turns.rewrite_barrier(session, turn, wait_s)
 
         return enter

@@ -1,8 +1,9 @@
 """Strict renderer for the Markdown prompts in `prompts/` (design D-004).
 
-Supports exactly `{{name}}` and non-nested `{{#if flag}}…{{/if}}`. Unknown names,
-unknown flags and any leftover `{{…}}` fail the render, so a typo in a prompt fails the
-job loudly instead of sending the model a broken instruction. Templates are read fresh
+Supports exactly `{{name}}` and non-nested `{{#if flag}}…{{/if}}`. Unknown names (also
+inside a block whose flag is off), unknown flags and any leftover `{{…}}` fail the render,
+so a typo in a prompt fails the job loudly instead of sending the model a broken
+instruction — whichever flags this render happens to have. Templates are read fresh
 on every render: an edited prompt takes effect on the next job without a restart.
 """
 
@@ -23,6 +24,11 @@ class PromptError(ValueError):
 
 def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
     flags = flags or {}
+    # every placeholder of the template must be known, not only those of the enabled blocks:
+    # a typo in a block that is off now would otherwise surface only when it is on (D-004)
+    for match in _VAR.finditer(template):
+        if match.group(1) not in values:
+            raise PromptError(f"unknown placeholder {{{{{match.group(1)}}}}}")
 
     def conditional(match: re.Match[str]) -> str:
         name, body = match.group(1), match.group(2)

@@ -55,7 +55,15 @@ export class EngineProcess {
       return;
     }
     this.#child = child;
-    child.on('error', (error) => logger.warn(`turn-memory engine: ${error.message}`));
+    child.on('error', (error) => {
+      logger.warn(`turn-memory engine: ${error.message}`);
+      // a command that could not start (ENOENT…) emits no 'exit': treat it as one
+      if (child.pid === undefined && this.#child === child) {
+        this.#child = undefined;
+        this.opts.onExit(`could not start ${file}`);
+        this.#scheduleRestart(`could not start ${file}: ${error.message}`);
+      }
+    });
     createInterface({ input: child.stdout }).on('line', (line) => {
       // a READY from an engine we already stopped or replaced must not open a socket
       if (line.startsWith(READY) && this.#child === child && !this.#stopped) {

@@ -3,6 +3,8 @@
 // answers. It decides nothing: while the engine is down every hook fails open (the agent
 // runs as if no compaction engine were loaded) and `/compact` reports a clear error.
 import { createRequire } from 'node:module';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { CompactionEngine, ManualCompactionError } from '@deepseek-ai/dsh-compaction';
 
 import { Bridge, EngineCallError } from './bridge.js';
@@ -12,7 +14,7 @@ import { HostOps } from './host-ops.js';
 import { probeHost } from './host-probe.js';
 import { Mirror } from './mirror.js';
 import { PublicTools, routeOf } from './public-tools.js';
-import { Workers, isWorker } from './workers.js';
+import { Workers, isSnapshot, isWorker } from './workers.js';
 
 export const name = 'dsh-turn-memory';
 
@@ -75,6 +77,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
   _bootWait = false;
   // agent -> "turn:step" whose agent/request the engine asked to be called from
   _atRequest = new WeakMap();
+  // agent -> the input messages of that step (the array the loop appends after agent/request)
+  _stepInput = new WeakMap();
 
   constructor(ctx, config = {}) {
     super(ctx);
@@ -84,6 +88,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
     const { checkpointSource, ...host } = probeHost();
     this.hello = {
       dshVersion: hostVersion(), host, pid: process.pid, checkpointSource,
+      // where the engine keeps a finished turn's compression until it lands (a sidecar, never a session event)
+      dshHome: process.env.DSH_HOME || join(homedir(), '.dsh'),
       // the whole row config, `engine` included: the engine validates every key (a typo refuses the handshake)
       config: { ...policy, engine: { ...engine, command: [...engine.command] } },
     };
@@ -125,6 +131,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       if (this._bootWait && turn > 1 && step === 1 && this.mirror.entry(agent.session.id)?.agent === agent) await this._whenStarted();
       const tracked = this.mirror.entry(agent.session.id)?.agent === agent;
       if (tracked) this.publicTools.setContexts(agent, {});
+      let withhold = [];
       if (this.bridge.ready && tracked && !signal.aborted) {
         try {
           // the engine may land the previous turn's compression here, before this step starts
@@ -133,11 +140,19 @@ export default class TurnMemoryEngine extends CompactionEngine {
           }, { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
           this.publicTools.setContexts(agent, answer?.contexts);
           if (answer?.landAtRequest) this._atRequest.set(agent, `${turn}:${step}`);
+          withhold = answer?.withhold ?? [];
         } catch (error) {
           this.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
         }
       }
-      return next();
+      const decision = await next();
+      if (!withhold.length || decision?.kind !== 'enter') return this._remember(agent, turn, step, decision);
+      // an automatic continuation whose hand-off turn did not land compressed: never take it in.
+      // A first step left with host context only (the runtime-context snapshot) takes nothing,
+      // so the loop ends the turn before any request
+      const kept = decision.messages.filter((message) => !withhold.includes(message.id));
+      const empty = step === 1 && kept.every((message) => isSnapshot(this.workers.snapshotSources, message));
+      return this._remember(agent, turn, step, { ...decision, messages: empty ? [] : kept });
     });
     // 0.2: the step's step/start is committed, its prompt and user batch are not yet: a landing
     // the pre-step deferred happens here, inside the loop's own step
@@ -145,10 +160,14 @@ export default class TurnMemoryEngine extends CompactionEngine {
       const { agent, turn, step, signal } = payload;
       if (this._atRequest.get(agent) !== `${turn}:${step}`) return next();
       this._atRequest.delete(agent);
+      const input = this._stepInput.get(agent);
+      this._stepInput.delete(agent);
       if (this.bridge.ready && !signal?.aborted) {
         try {
-          await this._call('turn.request', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
+          const answer = await this._call('turn.request', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
             { timeoutMs: this._preStepTimeoutMs, signal, liveness: this._liveness() });
+          const withhold = answer?.withhold ?? [];
+          if (withhold.length) this._withholdInStep(agent, input, withhold);
         } catch (error) {
           this.ctx.logger.warn(`turn-memory request landing skipped: ${error.message}`);
         }
@@ -229,6 +248,31 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this.ctx.logger.warn(`turn-memory engine handshake failed: ${error.message}; continuing without it`);
       this.process.recycle('failed its handshake');
     }
+  }
+
+  /** Keep the input of a step whose request the engine will be called from (0.2). */
+  _remember(agent, turn, step, decision) {
+    if (decision?.kind === 'enter' && this._atRequest.get(agent) === `${turn}:${step}`) {
+      this._stepInput.set(agent, decision.messages);
+    }
+    return decision;
+  }
+
+  /**
+   * The landing this step's request was to carry was refused: never take in the automatic
+   * continuation that needed it. The loop appends the step's input after agent/request, from
+   * the array the pre-step answered: drop those messages from it; with nothing but host context
+   * left (or the input unknown), cancel the step so no request runs on the raw turn (the turn
+   * ends aborted; queued input stays queued).
+   */
+  _withholdInStep(agent, input, withhold) {
+    if (Array.isArray(input)) {
+      for (let i = input.length - 1; i >= 0; i -= 1) if (withhold.includes(input[i]?.id)) input.splice(i, 1);
+      if (!input.every((message) => isSnapshot(this.workers.snapshotSources, message))) return;
+    }
+    // an AgentCancelCause of kind 'hook' (0.2's loop records it as the turn's end reason)
+    agent.cancel({ kind: 'hook', reason: 'turn-memory: the automatic continuation is withheld (its hand-off turn did not land compressed)' },
+      { keepInbox: true });
   }
 
   _lost(why) {

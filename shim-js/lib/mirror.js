@@ -73,7 +73,7 @@ export class Mirror {
    */
   onStreamFrame(agent, frame) {
     const sessionId = agent?.session?.id;
-    if (this.tracked.get(sessionId)?.agent !== agent || !this.bridge.ready) return;
+    if (sessionId === undefined || this.tracked.get(sessionId)?.agent !== agent || !this.bridge.ready) return;
     if (frame.type === 'start') this.#attempts.set(frame.attemptId, { turn: frame.turn, step: frame.step });
     else if (frame.type === 'end') this.#attempts.delete(frame.attemptId);
     else if (frame.type === 'chunk') {

@@ -11,6 +11,12 @@ export function isWorker(agent) {
   return agent.options?.[MARKER] !== undefined;
 }
 
+/** The host's runtime-context snapshot, by the {field: value} sources the handshake named. */
+export function isSnapshot(sources, message) {
+  const source = message?.source;
+  return source != null && sources.some((match) => Object.entries(match).every(([k, v]) => source[k] === v));
+}
+
 export class Workers {
   /** workerId -> { spec, finished } */
   runs = new Map();
@@ -25,8 +31,7 @@ export class Workers {
   }
 
   #isSnapshot(message) {
-    const source = message?.source;
-    return source != null && this.snapshotSources.some((match) => Object.entries(match).every(([k, v]) => source[k] === v));
+    return isSnapshot(this.snapshotSources, message);
   }
 
   /** agent/created: set up one of our children before its first request (a throw vetoes it). */

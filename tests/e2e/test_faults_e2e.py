@@ -7,8 +7,8 @@ the outcome (faults_lib.py). Faults are deterministic: the engine is killed thro
 at a point the scripted model chooses, or at a `turn_memory.faults` point; DSH kills itself
 from the driver (`{killSelf: true}`).
 
-Cases that need the engine-side fixes of issue 12 (branch issue12a) are `xfail(strict=True)`
-and name the fix: they flip when it lands.
+The cases that needed the engine-side fixes of issue 12 (branch issue12a: pending marker at
+turn/end, finished compressions kept in a sidecar, bounded job spend) pass since it landed.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.e2e
 
 #: the liveness bound of a hung engine: a ping every 5 s, 10 s to answer it (README)
 HUNG_BOUND_MS = 16000
-NEEDS_SIDECAR = "needs issue12a: a finished compression is kept in a sidecar, so a restart lands it without workers"
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -305,7 +304,6 @@ def test_engine_killed_while_a_worker_runs_and_while_a_segment_runs(scenario):
     assert all("error" in t[-1]["data"] and len(t) == 2 for t in brackets if t is not tx), brackets
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_SIDECAR)
 def test_engine_killed_while_a_segment_runs_pays_once_for_the_turns_it_had_finished(scenario):
     o = scenario("engine_killed")
     assert o.redone == {}, o.finished_by_turn
@@ -318,7 +316,6 @@ def test_engine_killed_between_validation_and_apply_lands_once(scenario):
     assert o.finished_by_turn.get(1, 0) >= 1
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_SIDECAR)
 def test_engine_killed_between_validation_and_apply_pays_once(scenario):
     o = scenario("kill_before_apply")
     assert o.redone == {}, o.finished_by_turn
@@ -336,7 +333,6 @@ def test_a_hung_engine_holds_a_pre_step_only_within_the_liveness_bound(scenario)
     assert len(held) == 1 and held[0]["turn"] == 2 and held[0]["ms"] <= HUNG_BOUND_MS, waits
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_SIDECAR)
 def test_a_hung_engine_pays_once_for_the_turn_it_had_finished(scenario):
     o = scenario("hang_prestep")
     assert o.redone == {}, o.finished_by_turn
@@ -354,21 +350,19 @@ def test_a_corrupted_engine_reply_holds_no_step_and_loses_no_landing(scenario):
     assert o.notes["engine_starts"] == 2, o.notes  # the engine behind the broken stream was replaced
 
 
-def test_a_corrupted_engine_reply_pays_once(scenario, request):
+def test_a_corrupted_engine_reply_pays_once(scenario):
     """rc8 landed turn 1 inside the pre-step whose reply was lost, so the new engine has nothing
-    to redo; 0.2 defers that landing to the step's request, which the lost reply announced, so
-    the finished compression died with the replaced engine and is redone (sidecar: issue12a)."""
+    to redo; 0.2 defers that landing to the step's request, which the lost reply announced, and
+    the replacing engine lands the finished compression from its sidecar without workers."""
     o = scenario("corrupt_reply")
-    if o.host == "v021":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NEEDS_SIDECAR))
     assert o.redone == {}, o.finished_by_turn
 
 
 # --------------------------------------------------------------------------- DSH killed
 
-@pytest.mark.xfail(strict=True, reason="needs issue12a: the pending marker is written at turn/end, not when the job "
-                                       "is dequeued, so a turn that ended while an earlier one compressed is recovered")
 def test_dsh_killed_right_after_turn_end_the_turn_still_lands(scenario):
+    """The pending marker lands at turn/end, not when the turn's job starts, so a turn that
+    ended while an earlier one compressed is recovered after DSH is killed."""
     o = scenario("dsh_killed")
     assert o.markers["main"].get(2) == 1, o.markers
 
@@ -376,7 +370,7 @@ def test_dsh_killed_right_after_turn_end_the_turn_still_lands(scenario):
 def test_dsh_killed_during_a_worker_the_turn_lands_once(scenario):
     o = scenario("dsh_killed")
     assert o.notes["killed"] == [True, True, True, False]
-    check_common(o, skip_lost={"main": {2}})  # turn 2: the xfail above
+    check_common(o)
     assert o.markers["main"].get(1) == 1 and o.markers["main"].get(3) == 1, o.markers
 
 
@@ -385,7 +379,6 @@ def test_dsh_killed_after_the_last_turn_of_a_session_it_lands_once(scenario):
     assert o.markers["main"].get(4) == 1, o.markers
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_SIDECAR)
 def test_dsh_killed_after_the_last_turn_of_a_session_it_is_paid_once(scenario):
     o = scenario("dsh_killed")
     assert o.redone == {}, o.finished_by_turn
@@ -403,13 +396,13 @@ def test_malformed_and_oversized_worker_calls_are_refused_and_the_turns_land(sce
     assert "Probing 3." in log
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue12a: a replacement that repeats a refused shape is no progress "
-                                       "(job budgets), so an endlessly repeating worker stops after workerAttempts")
 def test_an_endlessly_repeating_worker_is_stopped_within_its_budget(scenario):
+    """A replacement that repeats a refused shape is no progress, so an endlessly repeating
+    worker stops after turns.workerAttempts workers (it used to run to turns.maxWorkers)."""
     o = scenario("bad_worker_input")
     # a worker's first request ends in its task prompt (later ones in a tool result)
     workers = [r for r in o.requests if is_worker(r) and worker_turn(r) == 3 and r.last_role == "user"]
-    # turns.workerAttempts (3) workers without progress, then the turn stays raw (today: maxWorkers, 8)
+    # turns.workerAttempts (3) workers without progress, then the turn stays raw (it was maxWorkers, 8)
     assert 1 <= len(workers) <= 3, (len(workers), o.worker_requests_by_turn)
     assert o.worker_requests_by_turn.get(3, 0) <= 3 * 4, o.worker_requests_by_turn
 

@@ -154,3 +154,31 @@ def test_a_worker_stuck_on_malformed_calls_is_stopped_and_the_turn_stays_raw(hom
     assert turn1_roles(home, events) == ["user", "user", "assistant", tool, "assistant", tool, "assistant"]
     assert compression_marks(events, 1) == []
     reload(home, events)
+
+
+def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_workers_again(home, fake):
+    """Turn 1 is compressed but cannot land before DSH exits (landing waits for a later
+    turn): the finished compression is kept in a sidecar under the DSH home, and the next DSH
+    process lands it at its first landing point instead of paying the turn's workers again."""
+    from turn_memory.logs.reader import encode_segment
+
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    first = home.run([TASK_1, {"sleepMs": 4000}])  # the worker finishes; no later turn lands it
+    assert first.returncode == 0, (first.records, first.stderr[-2000:])
+    _, events = home.session_log(first.session_id)
+    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
+    kept = home.root / "turn-memory" / "results" / encode_segment(first.session_id) / "1.json"
+    assert kept.exists()
+    workers_before = len(worker_requests(fake))
+    assert workers_before == 2  # FOLD, FINISH
+
+    second = home.run(["Second task after a restart."], resume=first.session_id, engine_overrides=BARRIER)
+    assert second.returncode == 0, (second.records, second.stderr[-2000:])
+    assert len(worker_requests(fake)) == workers_before  # no worker ran again
+    _, events = home.session_log(first.session_id)
+    assert len(compression_marks(events, 1)) == 1 and turn1_roles(home, events) == ["user", "assistant"]
+    first_of_turn2 = next(r for r in agent_requests(fake) if "Second task after a restart." in r.all_text())
+    assert conversation(first_of_turn2)[0][1].startswith("COMPRESSED-USER")
+    assert not kept.exists()  # deleted once landed
+    reload(home, events)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from helpers import reload, text_of
+from helpers import host_problems, reload, text_of
 from turn_memory.continuation.state import SECTION, TOOL
 from turn_memory.turns.markers import marker_of
 
@@ -193,8 +193,12 @@ def queued_at(events, call_id) -> int:
     return seq
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue12a: the follow-up is queued when the compression is ready, "
-                                       "before it has landed (continuation/dispatch.py)")
+@pytest.mark.xfail(strict=True, reason=(
+    "by design (issue12a): a compressed turn lands only inside a later turn (rc8: its landing step belongs to the "
+    "open turn; 0.2: structured only inside a step the loop opened), so the follow-up's own turn carries the "
+    "landing; the follow-up is queued only once the compression is ready and its landing checks out for that "
+    "turn, and its first pre-step withholds it if the turn is still raw then "
+    "(test_a_followup_whose_landing_is_refused_in_its_own_turn_is_withheld)"))
 def test_the_followup_is_queued_only_after_its_turn_landed(home, fake):
     """Issue 12 finding: "landed before the follow-up" compared the landing with the follow-up's
     user/message, which comes after any landing in its own turn; what must hold is that the
@@ -211,8 +215,6 @@ def test_the_followup_is_queued_only_after_its_turn_landed(home, fake):
     assert landed < queued_at(events, call["data"]["callId"]), "the follow-up was queued before turn 1 landed"
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue12a: the follow-up is queued before the landing, so a refused "
-                                       "landing still gets its continuation (continuation/dispatch.py)")
 def test_no_followup_continues_a_turn_whose_landing_was_refused(home, fake):
     """The turn's compression finishes but its landing is refused (fault-injected: a plan the
     host would refuse): the turn stays raw, and no automatic continuation runs on it."""
@@ -227,3 +229,37 @@ def test_no_followup_continues_a_turn_whose_landing_was_refused(home, fake):
     assert ("compression", 1) not in [marker_of(e) for e in events]  # the landing was refused
     assert followups(events, call["data"]["callId"]) == ([], [])
     assert not any(CONTINUED in text_of(e["data"]["message"]) for e in events if e["type"] == "assistant/message")
+
+
+def test_a_followup_whose_landing_is_refused_in_its_own_turn_is_withheld(home, fake, tmp_path):
+    """The follow-up is queued once the compression is ready and its landing checks out (its
+    own turn carries the landing); when the host then refuses that landing all the same
+    (fault-injected, after the plan validated), the follow-up's first pre-step withholds it:
+    the turn takes nothing in and ends before any model request, instead of continuing on
+    the raw turn. (0.2 lands at the step's request, after the pre-step: there the shim cancels
+    the step, and the turn ends aborted, still before any request.)"""
+    engine_log = tmp_path / "engine.log"
+    home.extra_env["TURN_MEMORY_FAULTS"] = "refuse-turn-landing"
+    fake.responder = worker()
+    fake.push("turn", *AGENT_TURN, CONTINUED)
+    run = home.run([TASK, {"sleepMs": 6000}, {"waitIdle": True}], timeout=120,
+                   engine_overrides={"engine": {"logFile": str(engine_log)}})
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    _, events = home.session_log(run.session_id)
+    reload(home, events)
+    call = handoff_call(events)
+    users, queued = followups(events, call["data"]["callId"])
+    assert users == [] and len(queued) == 1  # queued, never taken in
+    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]  # raw, recoverable
+    ends = [e["data"] for e in events if e["type"] == "turn/end"]
+    assert [e["turn"] for e in ends] == [1, 2]
+    # rc8 lands in the pre-step, which then takes nothing in; 0.2 lands at the step's request, where
+    # the shim cancels the step (before any request)
+    assert ends[1]["reason"]["kind"] == {"rc8": "completed", "v021": "aborted"}[home.host], ends
+    assert host_problems(run) == []
+    assert not any(e["type"] in ("assistant/message", "request/header") and (e.get("data") or {}).get("turn") == 2
+                   for e in events)  # no model request in turn 2
+    assert not any(CONTINUED in text_of(e["data"]["message"]) for e in events if e["type"] == "assistant/message")
+    assert not any(HANDOFF in r.last_user_text for r in agent_requests(fake))
+    withheld = [line for line in engine_log.read_text().splitlines() if "automatic continuation is withheld" in line]
+    assert withheld and run.session_id in withheld[0], engine_log.read_text()[-3000:]

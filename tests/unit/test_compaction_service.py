@@ -144,32 +144,64 @@ def test_one_token_under_the_threshold_is_not_compacted():
     assert starts(host) == []
 
 
-def test_when_the_meter_refuses_the_session_the_canonical_surface_is_priced():
+def land_an_assistant_node(host: FakeHost, turn: int = 1) -> int:
+    """A turn-memory landing of `turn`'s answer, inside the open turn's landing step (rc8);
+    returns the seq of the landed assistant/message."""
+    answer = host.log.index.turn_nodes(turn)[-1]
+    host.host_append("step/start", {"turn": OPEN, "step": 0})
+    landed = host.host_append("assistant/message", RC8.assistant_data(OPEN, 0, assistant_message("Fixed it.")),
+                              surfaceOp=RC8.replace_op(answer, answer), sourceEventSeqs=[answer])
+    host.host_append("step/end", {"turn": OPEN, "step": 0})
+    # the landing shrank the surface: the routed window still puts the threshold right at it
+    host.host_append("request/context", {"contextWindow": window_for(sum(surface_prices(host.log).values()))})
+    host._forward()
+    return landed["seq"]
+
+
+def no_matching_step(seq: int) -> str:
+    return f"token meter: assistant/message at seq {seq} has no matching step/start event"
+
+
+def test_when_the_meter_refuses_a_landed_assistant_node_the_canonical_surface_is_priced():
     host, window = open_turn_host(threshold_offset=0)
+    refused = no_matching_step(land_an_assistant_node(host))
     service = Service()
     expected = sum(estimate_message(m) for m in host.log.surface_messages())
-    measured = asyncio.run(service.measure(host.session, Meter(host, error="cannot price this session")))
+    measured = asyncio.run(service.measure(host.session, Meter(host, error=refused)))
     assert (measured.tokens, measured.source) == (expected, "surface")
     assert measured.nodes == {s: estimate_message(host.log.message_of(s)) for s in host.log.nodes}
-    crashed = asyncio.run(service.measure(host.session, Meter(host, raises=True)))
-    assert (crashed.tokens, crashed.source) == (expected, "surface")
     metered = asyncio.run(service.measure(host.session, Meter(host, extra=77)))
     assert (metered.tokens, metered.source) == (expected + 77, "meter")
     # the fallback is enough to act on: at the threshold, the pre-step compacts
     attach_workers(host, service, [WorkerScript(FOLD)])
-    pre_step(service, host, config(), Meter(host, error="cannot price this session"))
+    pre_step(service, host, config(), Meter(host, error=refused))
     assert len(starts(host)) == 1 and "error" not in host.log.events[-1]["data"]
+
+
+def test_any_other_meter_failure_is_not_papered_over_by_the_fallback():
+    """D-005: the canonical-surface price stands in only for the meter's refusal of a node a
+    turn-memory landing wrote; any other failure means no pressure decision this step."""
+    host, _ = open_turn_host(threshold_offset=0)
+    model_node = host.log.index.turn_nodes(1)[-1]  # the agent's own answer: the meter should know its step
+    service = Service()
+    attach_workers(host, service, [WorkerScript(FOLD)])
+    for meter in (Meter(host, error="cannot price this session"), Meter(host, raises=True),
+                  Meter(host, error=no_matching_step(model_node)), Meter(host, error=no_matching_step(10**6))):
+        assert asyncio.run(service.measure(host.session, meter)) is None
+        pre_step(service, host, config(), meter)
+        assert starts(host) == []  # at the threshold, yet nothing compacts on a guess
 
 
 def test_the_fallback_also_prices_the_request_envelope():
     host, _ = open_turn_host(threshold_offset=0)
-    plain = asyncio.run(Service().measure(host.session, Meter(host, error="no meter")))
+    refused = no_matching_step(land_an_assistant_node(host))
+    plain = asyncio.run(Service().measure(host.session, Meter(host, error=refused)))
     system = "You are a careful coding agent. " * 100
     tools = [{"name": "bash", "description": "run a command " * 20, "parameters": {"type": "object"}}]
     host.host_append("request/header", {"header": {"config": {"provider": "p", "model": "m"},
                                                    "system": system, "tools": tools}})
     host._forward()
-    enveloped = asyncio.run(Service().measure(host.session, Meter(host, error="no meter")))
+    enveloped = asyncio.run(Service().measure(host.session, Meter(host, error=refused)))
     # the system prompt and the tool schemas are part of every request, at ~4 characters a token
     assert enveloped.tokens - plain.tokens >= len(system) // 4 + len(json.dumps(tools, separators=(",", ":"))) // 4
 
@@ -321,3 +353,49 @@ def test_overflow_with_nothing_to_compact_or_a_busy_session_is_not_replayed(lock
         return await service.overflow(host.session, 1, config(), host, AGENT)
 
     assert asyncio.run(scenario()) is False and starts(host) == []
+
+
+def test_an_unexpected_failure_still_closes_the_compaction_so_compact_is_not_busy_for_good(monkeypatch):
+    """An exception outside the expected ones used to escape with compaction/start still open
+    (owned by the turn), after which every /compact answered busy."""
+    from turn_memory.compaction import manual
+    from turn_memory.compaction.manual import compact_now
+
+    host, _ = open_turn_host(threshold_offset=0)
+    service = Service()
+    attach_workers(host, service, [WorkerScript(FOLD)])
+
+    async def broken(*args, **kwargs):
+        raise KeyError("a bug")
+
+    real = manual.produce_checkpoint
+    monkeypatch.setattr(manual, "produce_checkpoint", broken)
+    pre_step(service, host, config(), Meter(host))  # the step goes on
+    (start,) = starts(host)
+    end = host.log.events[-1]
+    assert end["type"] == "compaction/end" and end["data"]["compactionId"] == start["data"]["compactionId"]
+    assert "internal error" in end["data"]["error"] and "a bug" in end["data"]["error"]
+    # the turn ends; /compact now runs
+    monkeypatch.setattr(manual, "produce_checkpoint", real)
+    host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
+    host._forward()
+    attach_workers(host, service, [WorkerScript(FOLD)])
+    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.registry))
+    assert result is not None and "error" not in host.log.events[-1]["data"]
+
+
+def test_an_automatic_compaction_left_open_is_closed_by_the_next_compaction():
+    """A compaction/start of an earlier turn that nobody closed (its engine died mid-job) no
+    longer makes /compact busy: no compaction of this engine runs, so it is abandoned."""
+    from turn_memory.compaction.manual import compact_now
+
+    host, _ = open_turn_host(threshold_offset=0)
+    host.host_append("compaction/start", {"compactionId": "old", "turn": OPEN})
+    host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
+    host._forward()
+    service = Service()
+    attach_workers(host, service, [WorkerScript(FOLD)])
+    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.registry))
+    ends = [e["data"] for e in host.log.events if e["type"] == "compaction/end"]
+    assert ends[0]["compactionId"] == "old" and "abandoned" in ends[0]["error"]
+    assert result is not None and ends[1]["compactionId"] == result["compactionId"] and "error" not in ends[1]

@@ -255,7 +255,10 @@ def test_the_handshake_bounds_the_prestep_by_the_waits_that_exist():
     default = asyncio.run(hello({}))
     barrier = asyncio.run(hello({"turns": {"landingBarrier": True, "landingWaitS": 7}}))
     manual_only = asyncio.run(hello({"compaction": {"auto": False}}))
+    no_waits = asyncio.run(hello({"compaction": {"auto": False}, "turnContinuation": {"enabled": False}}))
     # no landing wait by default, so the shim never waits for a booting engine either
     assert not default.bootWait and barrier.bootWait
-    assert barrier.preStepTimeoutMs - default.preStepTimeoutMs == 7000
-    assert manual_only.preStepTimeoutMs == 2000  # neither a landing nor a compaction can hold a step
+    # by default only an automatic continuation's first step waits (turns.landingWaitS) for its hand-off turn
+    assert default.preStepTimeoutMs - barrier.preStepTimeoutMs == 30000 - 7000
+    assert manual_only.preStepTimeoutMs == 2000 + 30000
+    assert no_waits.preStepTimeoutMs == 2000  # neither a landing nor a compaction can hold a step

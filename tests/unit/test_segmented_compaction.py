@@ -260,3 +260,47 @@ def test_tool_calls_of_a_worker_that_is_no_longer_active_are_refused():
     assert done.conclude and not done.is_error
     # once the job is over the registry tells stragglers to stop
     assert Registry().call(job.job_id, "c1", "list_session_segments", {}).conclude
+
+
+def test_restating_the_same_memory_is_no_progress():
+    """A worker that replaces memory nodes with exactly what they say under new ids leaves the
+    working checkpoint as it was: no progress, so the segment's budget runs out instead of
+    every such worker resetting it until the worker cap."""
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    first = WorkerScript([fold(0, "P1", "USER: fix the modules.", "ASSISTANT: fixing them.")])
+    restate = [WorkerScript([fold(k, f"M{2 * k - 1}", "USER: fix the modules.", "ASSISTANT: fixing them.",
+                                  to=f"M{2 * k}")]) for k in range(1, 10)]
+    with pytest.raises(RemoteError, match="3 consecutive workers made no progress"):
+        _, started = compact(host, config(), [first, *restate])
+    assert [len(s.answers) for s in restate[:3]] == [1, 1, 1] and all(not a.is_error for a in restate[0].answers)
+    assert restate[3].answers == []  # 1 + 3 workers, not maxWorkers (8)
+
+
+def test_a_compaction_stops_at_its_request_budget_over_all_segments(caplog):
+    host = FakeHost(RC8, work_session(RC8, 4).events)
+    before = len(host.log)
+    reader = WorkerScript([("read_session_memory", {})] * 10)
+    registry = Registry()
+    started = attach_workers(host, registry, [segment_worker(1, 0), reader, WorkerScript([FINISH])])
+    with caplog.at_level("INFO", logger="turn_memory.compaction"), pytest.raises(RemoteError) as excinfo:
+        asyncio.run(compact_now(host.session, host, config(segmentTokens=100, maxJobRequests=5, maxWorkerRequests=4),
+                                AGENT, None, registry))
+    assert "5 model requests, the compaction's budget (compaction.maxJobRequests)" in str(excinfo.value)
+    assert [s["maxRequests"] for s in started] == [4, 3]  # segment 1 used 2; segment 2's worker got the rest
+    assert "job failed: S2: 5 model requests" in caplog.text and "2 worker(s), 5 model request(s)" in caplog.text
+    assert transactions(host.log.events[before:]) == [["compaction/start", "compaction/end"]]
+
+
+def test_a_compaction_stops_at_its_wall_clock_budget():
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    timeouts: list[float] = []
+
+    async def slow(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        timeouts.append(timeout)
+        await asyncio.sleep(min(timeout, 0.2))
+        return {"stop": "completed", "requests": 1}
+
+    host.run_worker = slow  # type: ignore[method-assign]
+    with pytest.raises(RemoteError, match="the compaction's wall-clock budget"):
+        asyncio.run(compact_now(host.session, host, config(jobTimeoutS=0.3), AGENT, None, Registry()))
+    assert len(timeouts) == 2 and timeouts[1] < 0.2

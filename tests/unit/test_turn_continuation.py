@@ -12,10 +12,11 @@ from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, Worker
 from surface_builders import LogBuilder, new_id, snapshot_source
 from turn_memory.bridge.protocol import AgentOptions, SessionEventsParams
 from turn_memory.config import EngineConfig
+from turn_memory import faults
 from turn_memory.continuation import state, texts
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import lifecycle_state
 from turn_memory.memory_tools.catalog import context_sections, public_tools
@@ -54,10 +55,12 @@ def work_step(b: LogBuilder, *, tool: str = "bash", arguments: str = "{}", resul
     return call
 
 
-def open_long_turn(steps: int, *, prior_turns: int = 0) -> LogBuilder:
+def open_long_turn(steps: int, *, prior_turns: int = 0, dialect=RC8) -> LogBuilder:
     """A session whose open turn has 1 user node + `steps` work steps (1 + 2*steps nodes)."""
-    b = LogBuilder(RC8)
+    b = LogBuilder(dialect)
     b.add("permission/preset", {"preset": "workspace-write"})
+    if dialect is V02:
+        b.system()  # 0.2.1: node 0, inside turn 1's first step
     for _ in range(prior_turns):
         b.turn("earlier task")
     b.turn_no += 1
@@ -66,7 +69,7 @@ def open_long_turn(steps: int, *, prior_turns: int = 0) -> LogBuilder:
     b.step_no = 1
     b.add("step/start", {"turn": b.turn_no, "step": 1})
     b.user("Build the whole compiler, please.")
-    snapshot(b)
+    snapshot(b) if dialect is RC8 else b.snapshot()
     b.assistant("starting")
     b.add("step/end", {"turn": b.turn_no, "step": 1})
     for _ in range(steps):
@@ -236,10 +239,10 @@ def test_a_code_mode_handoff_is_a_request_too():
 
 
 # -- the follow-up -------------------------------------------------------------------------
-def ended_handoff_host(steps: int = 15) -> tuple[FakeHost, str]:
-    b = open_long_turn(steps)
+def ended_handoff_host(steps: int = 15, dialect=RC8) -> tuple[FakeHost, str]:
+    b = open_long_turn(steps, dialect=dialect)
     call = handoff_step(b)
-    return FakeHost(RC8, b.events), call
+    return FakeHost(dialect, b.events), call
 
 
 def fold(host: FakeHost, turn: int = 1):
@@ -394,3 +397,137 @@ def test_a_handoff_turn_already_landed_gets_its_followup_without_recompression()
 
     run(new_process())
     assert started == [] and len(host.followups) == 1 and host.followups[0][2]["continuation"] == call
+
+
+# -- the follow-up only ever runs on the compressed turn (issue 12) ------------------------
+async def followup_turn(host: FakeHost, service: TurnService, dispatcher: FollowupDispatcher, config: EngineConfig,
+                        turn: int = 2) -> list[str]:
+    """The agent loop opens the follow-up's turn and runs its first pre-step as the engine
+    and the shim do: the engine lands what is ready and says what to withhold; the step takes
+    in the queued follow-ups it was not told to withhold, or, with nothing to take in, the
+    turn ends before any step. Returns the withheld message ids."""
+    async def step() -> list[str]:
+        host.host_append("turn/start", {"turn": turn})
+        host._forward()
+        await dispatcher.before_step(host.session, turn, 1, config)
+        at_request = await service.pre_step(host.session, turn, 1, config)
+        withheld = dispatcher.withheld(host.session, turn, 1, at_request)
+        taken = [(mid, content, source) for mid, content, source in host.followups if mid not in withheld]
+        if not taken:
+            host.host_append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            host._forward()
+            return withheld
+        host.host_append("step/start", {"turn": turn, "step": 1})
+        host._forward()
+        if at_request:  # 0.2: the landing happens at the step's request; a refusal withholds there too
+            await service.at_request(host.session, turn, 1)
+            late = dispatcher.withheld(host.session, turn, 1, False)
+            withheld += late
+            taken = [t for t in taken if t[0] not in late]
+            if not taken:  # the shim cancels the step: nothing is taken in, no request runs
+                host.host_append("step/end", {"turn": turn, "step": 1})
+                host.host_append("turn/end", {"turn": turn, "reason": {"kind": "aborted"}})
+                host._forward()
+                return withheld
+        for mid, content, source in taken:
+            host.host_append("user/message", {"id": mid, "role": "user", "content": content, "source": source},
+                             surfaceOp="append")
+        host._forward()
+        return withheld
+
+    return await step()
+
+
+def taken_in(host: FakeHost) -> list[int]:
+    """Seqs of follow-up messages in the history."""
+    return [e["seq"] for e in host.log.events if e["type"] == "user/message"
+            and "continuation" in ((e["data"].get("source") or {}))]
+
+
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+@pytest.mark.parametrize("refused", [None, faults.CORRUPT_TURN_PLAN, faults.REFUSE_TURN_LANDING],
+                         ids=["lands", "refused-plan", "refused-on-apply"])
+def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeypatch):
+    """The follow-up is queued once the compression is ready (its own turn carries the
+    landing); if the landing is then refused — or on 0.2, would be refused inside the step it
+    is deferred to — the follow-up is withheld and its turn ends before any request, instead
+    of continuing on the raw turn. (Here the host starts refusing only after the follow-up
+    was queued.)"""
+    host, call = ended_handoff_host(dialect=dialect)
+    service, config = TurnService(), cfg()
+    dispatcher = FollowupDispatcher(service)
+    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+
+    async def scenario():
+        await end_the_turn(host, service, dispatcher, config)
+        await settle(dispatcher)
+        assert len(host.followups) == 1
+        if refused:  # a plan the host would refuse; or one it refuses when applied (after it validated)
+            monkeypatch.setenv("TURN_MEMORY_FAULTS", refused)
+        return await followup_turn(host, service, dispatcher, config)
+
+    withheld = run(scenario())
+    if refused:
+        assert withheld == [host.followups[0][0]] and taken_in(host) == []
+        assert host.log.events[-1]["type"] == "turn/end"  # the follow-up's turn took nothing in
+        assert not any(e["type"] == "assistant/message" and e["data"]["turn"] == 2 for e in host.log.events)
+        assert marker_of(host.log.events[turn_nodes(host.log, 1)[0]]) == ("pending", 1)  # raw, recoverable
+        assert state.awaiting_followup(host.log.events) == []  # and never continued later on the raw turn
+    else:
+        (seq,) = taken_in(host)
+        (landed,) = [e["seq"] for e in host.log.events if marker_of(e) == ("compression", 1)]
+        assert withheld == [] and landed < seq
+
+
+def test_a_followup_queued_before_a_restart_waits_for_its_handoff_turn():
+    """A previous process queued the follow-up (the log holds the inbox insertion) and died
+    before the landing; the follow-up's turn now starts while the turn is still compressing:
+    its first pre-step waits (bounded) for that compression and lands it first."""
+    host, call = ended_handoff_host()
+    host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    from turn_memory.landing.land import stamp
+    from turn_memory.turns.landing import pending_plan
+    for event in stamp(host.log, pending_plan(host.log, turn_nodes(host.log, 1)[0], 1).events):
+        host.host_append(event["type"], event["data"], surfaceOp=event["surfaceOp"],
+                         sourceEventSeqs=event["sourceEventSeqs"])
+    run(host.followup(SESSION, "fu-1", [{"type": "text", "text": texts.followup(HANDOFF)}],
+                      {"kind": "plugin", "plugin": "turn-memory", "continuation": call}))
+    service, config = TurnService(), cfg()
+    dispatcher = FollowupDispatcher(service)
+    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+    gate, run_worker = asyncio.Event(), host.run_worker
+
+    async def slow(*args):
+        await gate.wait()
+        return await run_worker(*args)
+
+    host.run_worker = slow
+
+    async def restart_then_wake():
+        forward(host, service, dispatcher, config, reset=True)
+        asyncio.get_running_loop().call_later(0.2, gate.set)  # the worker finishes while turn 2 waits
+        return await followup_turn(host, service, dispatcher, config)
+
+    withheld = run(restart_then_wake())
+    (seq,) = taken_in(host)
+    (landed,) = [e["seq"] for e in host.log.events if marker_of(e) == ("compression", 1)]
+    assert withheld == [] and landed < seq and len(host.followups) == 1
+
+
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+def test_no_followup_is_queued_for_a_landing_its_turn_would_refuse(dialect, monkeypatch):
+    """The compression is ready but its landing would be refused in the turn the follow-up
+    opens (checked as if that turn had started): no follow-up is queued at all."""
+    monkeypatch.setenv("TURN_MEMORY_FAULTS", faults.CORRUPT_TURN_PLAN)
+    host, call = ended_handoff_host(dialect=dialect)
+    service, config = TurnService(), cfg()
+    dispatcher = FollowupDispatcher(service)
+    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+
+    async def scenario():
+        await end_the_turn(host, service, dispatcher, config)
+        await settle(dispatcher)
+
+    run(scenario())
+    assert host.followups == [] and taken_in(host) == []
+    assert marker_of(host.log.events[turn_nodes(host.log, 1)[0]]) == ("pending", 1)

@@ -89,3 +89,15 @@ def test_decide_counts_dshs_token_estimate_and_never_rewrites_a_turn_the_model_s
     assert not below.eligible and "minTurnTokens" in below.reason
     silent = [o for o in originals if o.role != "assistant"]
     assert eligibility.decide(silent, messages, TurnConfig(minTurnTokens=0)).reason == "no assistant transcript"
+
+
+def test_a_handoff_turn_gets_a_worker_whatever_its_size_but_never_one_the_model_said_nothing_in():
+    """A hand-off asked for its turn's compression, and its follow-up only runs on the compressed turn."""
+    host = one_turn_host()
+    positions = turn_nodes(host.log, 1)
+    originals = original_nodes(host.log, positions)
+    messages = [host.log.message_of(s) for s in positions]
+    assert not eligibility.decide(originals, messages, TurnConfig()).eligible  # small: no worker
+    assert eligibility.decide(originals, messages, TurnConfig(), handoff=True).eligible
+    silent = [o for o in originals if o.role != "assistant"]
+    assert eligibility.decide(silent, messages, TurnConfig(), handoff=True).reason == "no assistant transcript"

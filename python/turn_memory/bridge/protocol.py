@@ -61,6 +61,9 @@ class HelloParams(_Model):
     #: the plugin row's whole config (the `engine` section with the shim's defaults filled in),
     #: validated by the engine against `turn_memory.config.EngineConfig`
     config: dict[str, Any] = Field(default_factory=dict)
+    #: the DSH home (`$DSH_HOME`, else `~/.dsh`): where the engine keeps a finished turn's
+    #: compression until it lands (`<home>/turn-memory/results/`); absent: kept nowhere
+    dshHome: str | None = None
 
 
 class ElideExcept(_Model):
@@ -182,6 +185,10 @@ class PreStepResult(_Model):
     #: call `turn.request` from this step's `agent/request` hook: a landing waits for the
     #: step the loop is about to open (0.2: assistant nodes may only land inside one)
     landAtRequest: bool = False
+    #: ids of messages this step must not take in (an automatic continuation follow-up whose
+    #: hand-off turn did not land compressed): the shim drops them from the step's input, and a
+    #: first step left with nothing else ends the turn before any request
+    withhold: list[str] = Field(default_factory=list)
 
 
 class RequestParams(_Model):
@@ -192,6 +199,13 @@ class RequestParams(_Model):
     logLength: int
     turn: int
     step: int
+
+
+class RequestResult(_Model):
+    #: as `PreStepResult.withhold`, for a landing this request was to carry and the host
+    #: refused: the shim drops those messages from the step's input, and cancels the step
+    #: (the turn ends aborted, before its model request) when only host context is left
+    withhold: list[str] = Field(default_factory=list)
 
 
 class OverflowParams(_Model):

@@ -22,7 +22,6 @@ from turn_memory.compaction.summarize import SummaryFailed, route, summarize, su
 from turn_memory.config import EngineConfig
 from turn_memory.host.images import missing_markers
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.host.turns import lifecycle_state
 from turn_memory.landing.land import LandingError, PartialLanding, Plan, SpanMoved, land
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
@@ -39,16 +38,16 @@ def manual_error(code: str, message: str) -> RemoteError:
 
 
 async def _close_abandoned(session: MirroredSession, port: HostPort) -> None:
-    """A compaction/start left open by a previous engine process (it died mid-job)."""
-    state = lifecycle_state(session.log.events)
+    """A compaction/start nobody will close: its job died (a previous engine process, or one
+    that failed without closing it). Called with the session's job lock held, so no
+    compaction of this engine is running: an open start can only be abandoned."""
+    state = session.log.index.lifecycle
     start = state.unmatched_compaction
     if not state.compaction_locked or start is None:
         return
-    if start["data"].get("turn") is not None:
-        raise manual_error("busy", "an automatic compaction is still open in this turn")
-    log.warning("session %s: closing compaction %s abandoned by a previous engine", session.id,
-                start["data"].get("compactionId"))
-    data = {**start["data"], "error": "abandoned: the turn-memory engine restarted during this compaction"}
+    log.warning("session %s: closing compaction %s (%s), abandoned by the job that opened it", session.id,
+                start["data"].get("compactionId"), "automatic" if start["data"].get("turn") is not None else "manual")
+    data = {**start["data"], "error": "abandoned: the compaction's job ended without closing it"}
     await land(session, port, lambda _log: Plan([{"type": "compaction/end", "data": data}], label="close abandoned"))
 
 
@@ -58,9 +57,8 @@ async def compact_now(session: MirroredSession, port: HostPort, config: EngineCo
     if session.job_lock.locked():
         raise manual_error("busy", "turn-memory is already compacting this session")
     async with session.job_lock:
-        if lifecycle_state(session.log.events).open_turn is not None:
+        if session.log.index.open_turn is not None:
             raise manual_error("busy", "manual compaction: the session already has an open turn")
-        await _close_abandoned(session, port)
         # the range is read inside the barrier: the turn rewrite in flight is done (bounded)
         async with rewrites() if rewrites is not None else nullcontext():
             selection = select_manual_range(session.log, config.compaction.retainTurns)
@@ -73,7 +71,7 @@ async def compact_now(session: MirroredSession, port: HostPort, config: EngineCo
 async def compact_region(session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
                          start: int, end: int, workers: WorkerRegistry,
                          rewrites: Rewrites | None = None) -> dict[str, Any]:
-    open_turn = lifecycle_state(session.log.events).open_turn
+    open_turn = session.log.index.open_turn
     if open_turn is None:
         raise RemoteError(ErrorInfo(code="no-open-turn",
                                     message="compactRegion: automatic compaction events must be enclosed in a turn"))
@@ -119,6 +117,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     tx = tx_.Transaction.new(source_command_id, turn)
     where = f"session {session.id} compaction {tx.compaction_id}"
     try:
+        await _close_abandoned(session, port)
         (start_seq,) = await land(session, port, lambda _log: tx_.start_plan(tx))
     except LandingError as exc:
         raise manual_error("busy", f"could not open the compaction: {exc}") from exc
@@ -142,6 +141,9 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
         code, stage_error = "summary", str(exc)
     except LandingError as exc:
         code, stage_error = ("summary" if code == "summary" else "commit"), str(exc)
+    except Exception as exc:  # anything else still closes the bracket: an open start would lock compaction for good
+        log.exception("%s: failed unexpectedly", where)
+        code, stage_error = ("summary" if code == "summary" else "commit"), f"internal error: {exc!r}"
     if stage_error is not None:
         log.warning("%s failed (%s): %s; the surface is unchanged", where, code, stage_error)
         try:

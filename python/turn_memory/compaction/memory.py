@@ -91,6 +91,11 @@ class SessionMemoryEditor:
         self.revision += 1
         return [n.id for n in new]
 
+    def shape(self) -> tuple[tuple[object, ...], ...]:
+        """The working checkpoint as content, not ids: a mutation that restates the same nodes
+        under new ids leaves the shape as it was."""
+        return tuple((n.role, n.text, n.segments, n.placeholder) for n in self.nodes)
+
     def segment_done(self, segment: int) -> bool:
         return self.placeholder_of(segment) is None
 

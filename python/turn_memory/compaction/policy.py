@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from turn_memory.compaction.selection import Selection, first_content_index
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import Unit, lifecycle_state, node_origins, surface_units
+from turn_memory.host.turns import Unit, surface_units
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class Pressure:
 
 def compactable_units(log: SessionLog) -> tuple[list[Unit], list[Unit]]:
     """(closed units in surface order, units of the open turn)."""
-    open_turn = lifecycle_state(log.events).open_turn
-    units = surface_units(log.nodes, node_origins(log.events, log.dialect), first_content_index(log))
+    open_turn = log.index.open_turn
+    units = surface_units(log.nodes, log.index.origins, first_content_index(log))
     open_units = [u for u in units if open_turn is not None and u.key == ("turn", open_turn)]
     return [u for u in units if u not in open_units], open_units
 

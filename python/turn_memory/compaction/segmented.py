@@ -3,8 +3,13 @@
 The selected span is split into segments of complete turns. Workers process them in order,
 each editing the host-owned working checkpoint through the session tools: a fork of the
 parent first (it has the history in context), then fresh spawns that get the segment's
-text in their prompt. Each segment has its own budget of consecutive workers without an
-accepted mutation; progress resets it. Nothing touches the session here: the finished
+text in their prompt. Each segment has its own budget of consecutive workers without
+progress; progress resets it. A worker progressed only when it left the working checkpoint
+in a shape never seen at a worker boundary before and not one a finish was refused on
+(restating the same nodes, or repeating a refused shape, is no progress). The whole
+compaction is bounded too: `compaction.maxJobRequests` model requests and
+`compaction.jobTimeoutS` seconds over all its workers. One log line reports the job: its
+workers, model requests, time and outcome. Nothing touches the session here: the finished
 checkpoint is returned for the caller's single transaction.
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +29,7 @@ from turn_memory.config import CompactionConfig
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.tokens import estimate_message
-from turn_memory.host.turns import node_origins, surface_units
+from turn_memory.host.turns import surface_units
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
 from turn_memory.turns.nodes import render_blocks
@@ -81,6 +86,11 @@ class SegmentedJob:
     tools: SessionTools | None = None
     current_worker: str | None = None
     worker_modes: list[str] = field(default_factory=list)
+    #: model requests all workers made (a worker that did not say: its bound)
+    requests: int = 0
+    #: working-checkpoint shapes a finish was refused on
+    _refused: set[Any] = field(default_factory=set)
+    _deadline: float = 0.0
 
     def __post_init__(self) -> None:
         self.job_id = self.job_id or f"compaction:{self.session.id}:{next(_ids)}"
@@ -94,8 +104,8 @@ class SegmentedJob:
         nodes = log_.nodes
         first = nodes.index(self.selection.start)
         span_nodes = nodes[first:first + len(self.selection.shadowed)]
-        units = surface_units(span_nodes, node_origins(log_.events, log_.dialect))
-        tokens = {s: estimate_message(m) for s in span_nodes if (m := log_.message_of(s)) is not None}
+        units = surface_units(span_nodes, log_.index.origins)
+        tokens = {s: p for s in span_nodes if (p := log_.price(s)) is not None}
         self.segments = split_segments(span_nodes, units, tokens, self.config.segmentTokens)
         self.editor = SessionMemoryEditor(len(self.segments))
         sources = {seg.index: source_nodes(log_, seg) for seg in self.segments}
@@ -104,48 +114,74 @@ class SegmentedJob:
 
     async def run(self) -> str:
         """Process every segment; returns the checkpoint transcript (raises SegmentFailed)."""
-        self.prepare()
-        assert self.tools is not None and self.editor is not None
-        log.info("%s: %d segment(s) over %d surface nodes", self.where, len(self.segments), len(self.selection.shadowed))
-        for segment in self.segments:
-            await self._segment(segment)
-        # each finish checked its own segment; this guards what later segments rewrote
-        missing = missing_markers(image_markers(self.session.log, self.selection.shadowed),
-                                  [n.text for n in self.editor.nodes])
-        if missing:
-            raise SegmentFailed(f"the checkpoint dropped image markers: {', '.join(missing)}")
-        return render_transcript(self.editor)
+        started = time.monotonic()
+        self._deadline = started + self.config.jobTimeoutS
+        outcome = "failed"
+        try:
+            self.prepare()
+            assert self.tools is not None and self.editor is not None
+            log.info("%s: %d segment(s) over %d surface nodes", self.where, len(self.segments),
+                     len(self.selection.shadowed))
+            for segment in self.segments:
+                await self._segment(segment)
+            # each finish checked its own segment; this guards what later segments rewrote
+            missing = missing_markers(image_markers(self.session.log, self.selection.shadowed),
+                                      [n.text for n in self.editor.nodes])
+            if missing:
+                raise SegmentFailed(f"the checkpoint dropped image markers: {', '.join(missing)}")
+            outcome = "finished"
+            return render_transcript(self.editor)
+        except SegmentFailed as exc:
+            outcome = f"failed: {exc}"
+            raise
+        finally:
+            log.info("%s: job %s: %d worker(s), %d model request(s), %.1fs", self.where, outcome,
+                     len(self.worker_modes), self.requests, time.monotonic() - started)
 
     async def _segment(self, segment: Segment) -> None:
         assert self.tools is not None and self.editor is not None
         self.tools.assigned = segment.index
+        cfg = self.config
         no_progress = 0
         attempt = 0
-        while no_progress < self.config.workerAttempts and attempt < self.config.maxWorkers:
+        seen = {self.editor.shape()}
+        while no_progress < cfg.workerAttempts and attempt < cfg.maxWorkers:
+            budget = cfg.maxJobRequests - self.requests
+            if budget <= 0:
+                raise SegmentFailed(f"{segment.id}: {self.requests} model requests, the compaction's budget "
+                                    "(compaction.maxJobRequests)")
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise SegmentFailed(f"{segment.id}: {cfg.jobTimeoutS:.0f}s, the compaction's wall-clock budget "
+                                    "(compaction.jobTimeoutS)")
             mode = "fork" if attempt == 0 else "spawn"
             attempt += 1
             worker_id = f"c{next(_ids)}"
             self.worker_modes.append(mode)
-            revision = self.editor.revision
             try:
                 prompt = self._prompt(segment, mode)
             except PromptError as exc:
                 raise SegmentFailed(f"prompt: {exc}") from exc
+            max_requests = min(cfg.maxWorkerRequests, budget)
             self.current_worker = worker_id
             try:
                 outcome: Any = await self.port.run_worker(self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
                     "persona": render_prompt("session-worker-system", {}), "tools": tool_specs(),
-                    "maxRequests": self.config.maxWorkerRequests, "label": f"turn-memory compaction {segment.id}",
-                }, self.config.workerTimeoutS)
+                    "maxRequests": max_requests, "label": f"turn-memory compaction {segment.id}",
+                }, min(cfg.workerTimeoutS, left))
             except Exception as exc:
                 outcome = {"stop": "error", "detail": str(exc)}
             finally:
                 self.current_worker = None
+            used = outcome.get("requests") if isinstance(outcome, dict) else None
+            self.requests += min(used, max_requests) if isinstance(used, int) and used >= 0 else max_requests
             if segment.index in self.tools.finished:
                 log.info("%s: %s done by worker %d (%s)", self.where, segment.id, attempt, mode)
                 return
-            progressed = self.editor.revision > revision
+            shape = self.editor.shape()
+            progressed = shape not in seen and shape not in self._refused
+            seen.add(shape)
             no_progress = 0 if progressed else no_progress + 1
             log.info("%s: %s worker %s (%s) ended without a finish (%s); %s", self.where, segment.id, worker_id, mode,
                      outcome.get("stop") if isinstance(outcome, dict) else outcome,
@@ -183,5 +219,7 @@ class SegmentedJob:
         try:
             text = self.tools.call(name, args)
         except ToolError as exc:
+            if name == FINISH and self.editor is not None:
+                self._refused.add(self.editor.shape())
             return ToolAnswer(str(exc), is_error=True)
         return ToolAnswer(text, conclude=name == FINISH)

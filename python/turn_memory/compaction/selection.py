@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import lifecycle_state, node_origins, surface_units
+from turn_memory.host.turns import surface_units
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ def first_content_index(log: SessionLog) -> int:
 
 def select_manual_range(log: SessionLog, retain_turns: int) -> Selection | None:
     nodes = log.nodes
-    state = lifecycle_state(log.events)
-    units = surface_units(nodes, node_origins(log.events, log.dialect), first_content_index(log))
+    state = log.index.lifecycle
+    units = surface_units(nodes, log.index.origins, first_content_index(log))
     if state.open_turn is not None:
         units = [u for u in units if u.key != ("turn", state.open_turn)]
     turn_units = [i for i, u in enumerate(units) if u.is_turn]

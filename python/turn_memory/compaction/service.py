@@ -3,8 +3,10 @@
 Pressure runs before a step of a user session's open turn, after the ready turn landings,
 on the surface as it is: it never waits for turn compressions. A cheap estimate (the last
 provider usage plus what was appended since) gates the full measure, which comes from DSH's
-own token meter; if the meter refuses the session, the engine prices the canonical surface
-with the same heuristic instead. Only when a compaction will actually run does it enter the
+own token meter; if the meter refuses an assistant node a turn-memory landing wrote (its
+"no matching step/start" for a post-turn replacement, D-005), the engine prices the canonical
+surface with the same heuristic instead. Any other meter failure is not papered over: that
+step makes no pressure decision. Only when a compaction will actually run does it enter the
 turn-rewrite barrier (D-005: bounded wait for the rewrite in flight, ready landings first,
 no new one starting), measuring again if that changed the surface. Passes repeat while
 still over the threshold, bounded; a result that does not shrink is never committed.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable
@@ -28,8 +31,8 @@ from turn_memory.compaction.policy import Pressure, select_pressure_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.tokens import estimate_message, js_len
-from turn_memory.host.turns import lifecycle_state
+from turn_memory.host.tokens import js_len
+from turn_memory.host.turns import LANDING_STEP
 from turn_memory.landing.port import HostPort
 from turn_memory.workers import WorkerRegistry
 
@@ -73,7 +76,9 @@ def _header_tokens(log_: SessionLog) -> int:
 
 
 def surface_prices(log_: SessionLog) -> dict[int, int]:
-    return {s: estimate_message(m) for s in log_.nodes if (m := log_.message_of(s)) is not None}
+    """Every surface node's price; each event is priced once (`SessionLog.price`)."""
+    price = log_.price
+    return {s: p for s in log_.nodes if (p := price(s)) is not None}
 
 
 def surface_measure(log_: SessionLog) -> Measure:
@@ -102,12 +107,34 @@ def cheap_estimate(log_: SessionLog, last: LastMeasure | None) -> int | None:
     for seq in reversed(log_.nodes):
         if seq < last.log_length:
             break
-        if (m := log_.message_of(seq)) is not None:
-            added += estimate_message(m)
+        added += log_.price(seq) or 0
     return last.tokens + added
 
 
 Measurer = Callable[[str], Awaitable[dict[str, Any]]]
+
+#: what DSH's token meter throws for an assistant/message it cannot tie to a provider step
+_NO_MATCHING_STEP = re.compile(r"token meter: assistant/message at seq (\d+) has no matching step/start event")
+
+
+def refused_landing_seq(log_: SessionLog, error: Any) -> int | None:
+    """The seq when `error` is the meter refusing an assistant node turn-memory landed (a
+    replacement, one appended in a landing step, or one a landing appended after its head
+    inside the loop's step) — the one refusal the canonical-surface fallback stands in for."""
+    match = _NO_MATCHING_STEP.search(error) if isinstance(error, str) else None
+    if match is None:
+        return None
+    seq = int(match.group(1))
+    if not seq < len(log_):
+        return None
+    event = log_.events[seq]
+    if event["type"] != "assistant/message":
+        return None
+    data = event.get("data") or {}
+    origin = log_.index.origins.get(seq)
+    ours = isinstance(event.get("surfaceOp"), dict) or data.get("step") == LANDING_STEP \
+        or (origin is not None and origin[0] == "turn" and origin[1] != data.get("turn"))
+    return seq if ours else None
 
 
 def _barrier(rewrites: Rewrites | None) -> AsyncContextManager[Any]:
@@ -133,7 +160,10 @@ class CompactionService:
         self._windows[session.id] = (len(session.log), window)
         return window
 
-    async def measure(self, session: MirroredSession, measurer: Measurer) -> Measure:
+    async def measure(self, session: MirroredSession, measurer: Measurer) -> Measure | None:
+        """DSH's token meter over the session; the canonical surface priced here only when the
+        meter refuses an assistant node a turn-memory landing wrote (D-005); None (logged)
+        on any other meter failure: no pressure decision this step."""
         length, generation = len(session.log), session.log.replace_generation
         try:
             result = await measurer(session.id)
@@ -141,11 +171,14 @@ class CompactionService:
             result = {"error": str(exc)}
         if result.get("error") is None and "totalTokens" in result:
             measured = Measure(int(result["totalTokens"]), {n["seq"]: n["tokens"] for n in result.get("nodes", [])}, "meter")
-        else:
-            # e.g. the meter refusing a session it cannot price: price the surface ourselves
-            log.warning("session %s: token meter unavailable (%s); pricing the canonical surface", session.id,
-                        result.get("error"))
+        elif (seq := refused_landing_seq(session.log, result.get("error"))) is not None:
+            log.warning("session %s: the token meter refuses turn-memory's landed assistant node at seq %d (%s); "
+                        "pricing the canonical surface", session.id, seq, result.get("error"))
             measured = surface_measure(session.log)
+        else:
+            log.warning("session %s: token meter failed (%s); no pressure measure this step", session.id,
+                        result.get("error") or "no measurement")
+            return None
         self._last[session.id] = LastMeasure(length, measured.tokens, generation)
         return measured
 
@@ -172,6 +205,8 @@ class CompactionService:
             if cheap is not None and cheap < CHEAP_MARGIN * threshold:
                 return
             measured = await self.measure(session, measurer)
+            if measured is None:
+                return
             pressure = Pressure(measured.tokens, window, cfg.thresholdRatio)
             if not pressure.over:
                 self._floor.pop(session.id, None)
@@ -187,6 +222,8 @@ class CompactionService:
                 await barrier.enter_async_context(_barrier(rewrites))
                 if session.log.replace_generation != generation:  # landings shrank the surface
                     measured = await self.measure(session, measurer)
+                    if measured is None:
+                        return
                     pressure = Pressure(measured.tokens, window, cfg.thresholdRatio)
                     if not pressure.over:
                         self._floor.pop(session.id, None)
@@ -204,7 +241,7 @@ class CompactionService:
                 self._floor[session.id] = measured.tokens
                 return
         measured = await self.measure(session, measurer)
-        if Pressure(measured.tokens, window, cfg.thresholdRatio).over:
+        if measured is not None and Pressure(measured.tokens, window, cfg.thresholdRatio).over:
             log.warning("session %s turn %d: still at %d/%d tokens after %d passes (the retained tail and request "
                         "envelope alone are too large); retrying after further growth", session.id, turn,
                         measured.tokens, window, cfg.maxPasses)
@@ -234,7 +271,7 @@ class CompactionService:
     async def _compact(self, session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
                        selection: Any, turn: int) -> dict[str, Any] | None:
         """One automatic transaction owned by the open `turn`; its result, or None."""
-        if lifecycle_state(session.log.events).open_turn != turn:
+        if session.log.index.open_turn != turn:
             return None
         try:
             async with session.job_lock:
@@ -249,7 +286,7 @@ class CompactionService:
     async def if_needed(self, session: MirroredSession, trigger: str, config: EngineConfig, port: HostPort,
                         measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None) -> dict[str, Any] | None:
         """DSH's compactIfNeeded seam: one pass of the same policy, returning its result."""
-        turn = lifecycle_state(session.log.events).open_turn
+        turn = session.log.index.open_turn
         if turn is None or not session.is_user_session or session.job_lock.locked():
             return None
         window = self.window(session)
@@ -265,7 +302,7 @@ class CompactionService:
                 assert window and measured is not None
                 if session.log.replace_generation != generation:  # landings shrank the surface
                     measured = await self.measure(session, measurer)
-                    if not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
+                    if measured is None or not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
                         return None
                 selection = select_pressure_range(session.log, measured.nodes, int(window * config.compaction.retainRatio))
             return None if selection is None else await self._compact(session, port, config, agent, selection, turn)

@@ -66,7 +66,7 @@ def failure_plan(tx: Transaction, error: str) -> Plan:
 
 
 def shadowed_tokens(log: SessionLog, selection: Selection) -> int:
-    return sum(estimate_message(m) for seq in selection.shadowed if (m := log.message_of(seq)) is not None)
+    return sum(log.price(seq) or 0 for seq in selection.shadowed)
 
 
 def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary) -> dict[str, Any]:

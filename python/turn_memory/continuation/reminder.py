@@ -14,7 +14,6 @@ import logging
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
 from turn_memory.host.mirror import MirroredSession
-from turn_memory.host.tokens import estimate_message
 from turn_memory.prompts import PromptError
 
 log = logging.getLogger("turn_memory.continuation")
@@ -27,7 +26,7 @@ def enabled(config: EngineConfig) -> bool:
 def context_tokens(session: MirroredSession) -> int:
     """DSH token-meter's heuristic over the whole current surface (a reference, not a trigger)."""
     log_ = session.log
-    return sum(estimate_message(m) for s in log_.nodes if (m := log_.message_of(s)) is not None)
+    return sum(log_.price(s) or 0 for s in log_.nodes)
 
 
 class Reminders:

@@ -43,18 +43,10 @@ def is_snapshot(event: Event) -> bool:
     return event["type"] == "user/message" and is_runtime_context(_source(event))
 
 
-def turn_start_index(events: Sequence[Event], turn: int) -> int | None:
-    for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        if event["type"] == "turn/start" and event["data"]["turn"] == turn:
-            return index
-    return None
-
-
 def open_turn_nodes(log: SessionLog, turn: int) -> list[int]:
     """Seqs of the open turn's own work on the surface, in order."""
     events = log.events
-    start = turn_start_index(events, turn)
+    start = log.index.turn_starts.get(turn)
     if start is None:
         return []
     seqs: list[int] = []
@@ -84,7 +76,7 @@ def shown_milestone(log: SessionLog, turn: int, interval: int, parse: Callable[[
     changed since), the milestone the turn's count had reached at that snapshot stands in.
     """
     events = log.events
-    start = turn_start_index(events, turn)
+    start = log.index.turn_starts.get(turn)
     if start is None:
         return 0
     shown = 0
@@ -134,33 +126,87 @@ def _is_error(event: Event) -> bool:
     return any(isinstance(b, dict) and b.get("isError") for b in message.get("content") or [])
 
 
-def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
-    """The authoritative request of each turn: its last successful hand-off call."""
-    calls: dict[str, Event] = {}
-    out: dict[int, ContinuationRequest] = {}
-    turn: int | None = None
-    for event in events:
+class HandoffLedger:
+    """The hand-off facts of a log, folded event by event (a mirrored session keeps one as it
+    grows, so a `turn/end` or a resync never rescans the log):
+
+    - `requests`: the authoritative request of each turn, its last successful hand-off call;
+    - `delivered`: request ids whose follow-up reached the agent's inbox or its history;
+    - `queued`: request id -> the follow-up message id of an inbox insertion naming it, and
+      `claimed`: request ids whose follow-up is a user/message in the log already.
+    """
+
+    def __init__(self) -> None:
+        self.requests: dict[int, ContinuationRequest] = {}
+        self.delivered: set[str] = set()
+        self.queued: dict[str, str] = {}
+        self.claimed: set[str] = set()
+        self.completed: set[int] = set()
+        self.latest = 0
+        self._calls: dict[str, Event] = {}
+        self._turn: int | None = None
+
+    @classmethod
+    def of(cls, events: Sequence[Event]) -> "HandoffLedger":
+        ledger = cls()
+        for event in events:
+            ledger.feed(event)
+        return ledger
+
+    def feed(self, event: Event) -> None:
         kind = event["type"]
         if kind == "turn/start":
-            turn = event["data"]["turn"]
+            self._turn = event["data"]["turn"]
+            self.latest = max(self.latest, self._turn)  # type: ignore[arg-type]
+        elif kind == "turn/end":
+            self.completed.add(event["data"]["turn"])
         elif kind in ("tool/code-dispatch", "tool/ptc-dispatch"):
             # a Code Mode sub-call (0.2.x: a PTC dispatch, same fields) records no turn of its
             # own: it settles inside the open one
             data = event.get("data") or {}
             handoff = handoff_of(data.get("arguments"))
-            if data.get("name") == TOOL and data.get("isError") is False and handoff and turn is not None:
-                out[turn] = ContinuationRequest(str(data.get("subCallId")), turn, handoff)
-        elif kind == "tool/call" and (event.get("data") or {}).get("name") == TOOL:
-            calls[event["data"]["callId"]] = event
+            if data.get("name") == TOOL and data.get("isError") is False and handoff and self._turn is not None:
+                self.requests[self._turn] = ContinuationRequest(str(data.get("subCallId")), self._turn, handoff)
+        elif kind == "tool/call":
+            if (event.get("data") or {}).get("name") == TOOL:
+                self._calls[event["data"]["callId"]] = event
         elif kind == "tool/result":
-            call = calls.pop(str(_source(event).get("callId")), None)
-            if call is None or _is_error(event):
-                continue
-            handoff = handoff_of(call["data"].get("arguments"))
-            if handoff:  # the tool refuses an empty hand-off; a success always has one
-                turn = call["data"]["turn"]
-                out[turn] = ContinuationRequest(call["data"]["callId"], turn, handoff)
-    return out
+            if self._calls:
+                call = self._calls.pop(str(_source(event).get("callId")), None)
+                if call is None or _is_error(event):
+                    return
+                handoff = handoff_of(call["data"].get("arguments"))
+                if handoff:  # the tool refuses an empty hand-off; a success always has one
+                    turn = call["data"]["turn"]
+                    self.requests[turn] = ContinuationRequest(call["data"]["callId"], turn, handoff)
+        elif kind == "agent/inbox/spliced":
+            for message in (event.get("data") or {}).get("inserted") or []:
+                if (rid := _names_request((message or {}).get("source"))) is not None:
+                    self.delivered.add(rid)
+                    if isinstance((message or {}).get("id"), str):
+                        self.queued[rid] = message["id"]
+        elif kind == "user/message":
+            if (rid := _names_request(_source(event))) is not None:
+                self.delivered.add(rid)
+                self.claimed.add(rid)
+
+    def awaiting(self) -> list[ContinuationRequest]:
+        """Requests whose turn completed, that are still the latest turn, with no follow-up yet.
+
+        A later turn (a human message that arrived first) supersedes the hand-off: the agent
+        is already working again, so no automatic turn is queued behind it.
+        """
+        return [r for t, r in sorted(self.requests.items())
+                if t in self.completed and t == self.latest and r.id not in self.delivered]
+
+    def in_flight(self) -> dict[str, str]:
+        """Follow-up message id -> request id, for follow-ups queued but not in the history yet."""
+        return {message: rid for rid, message in self.queued.items() if rid not in self.claimed}
+
+
+def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
+    """The authoritative request of each turn: its last successful hand-off call."""
+    return HandoffLedger.of(events).requests
 
 
 def _names_request(source: Any) -> str | None:
@@ -172,31 +218,10 @@ def _names_request(source: Any) -> str | None:
 
 def delivered(events: Sequence[Event]) -> set[str]:
     """Request ids whose follow-up reached the agent's inbox or its history."""
-    out: set[str] = set()
-    for event in events:
-        if event["type"] == "agent/inbox/spliced":
-            for message in (event.get("data") or {}).get("inserted") or []:
-                if (rid := _names_request((message or {}).get("source"))) is not None:
-                    out.add(rid)
-        elif event["type"] == "user/message":
-            if (rid := _names_request(_source(event))) is not None:
-                out.add(rid)
-    return out
+    return HandoffLedger.of(events).delivered
 
 
 def awaiting_followup(events: Sequence[Event]) -> list[ContinuationRequest]:
-    """Requests whose turn completed, that are still the latest turn, with no follow-up yet.
-
-    A later turn (a human message that arrived first) supersedes the hand-off: the agent is
-    already working again, so no automatic turn is queued behind it.
-    """
-    completed: set[int] = set()
-    latest = 0
-    for event in events:
-        if event["type"] == "turn/end":
-            completed.add(event["data"]["turn"])
-        elif event["type"] == "turn/start":
-            latest = max(latest, event["data"]["turn"])
-    done = delivered(events)
-    return [r for t, r in sorted(requests(events).items())
-            if t in completed and t == latest and r.id not in done]
+    """Requests whose turn completed, that are still the latest turn, with no follow-up yet
+    (a full pass; a mirrored session keeps the same answer in its `HandoffLedger`)."""
+    return HandoffLedger.of(events).awaiting()

@@ -120,9 +120,12 @@ def _assistant(turn: int, step: int, content: list[dict[str, Any]]) -> dict[str,
                                                    "content": content, "source": MODEL_SOURCE}}
 
 
-def write_synthetic_log(path: str | Path, *, target_bytes: int, seed: int = 0, level: int = 3,
-                        checkpoint_every: int = 150) -> SyntheticLog:
-    """Write turns until the file reaches `target_bytes`; the last turn is left open."""
+def write_synthetic_log(path: str | Path, *, target_bytes: int = 0, seed: int = 0, level: int = 3,
+                        checkpoint_every: int = 150, turns: int | None = None,
+                        stream_scale: float = 1.0) -> SyntheticLog:
+    """Write turns until the file reaches `target_bytes` (or, with `turns`, that many completed
+    turns); the last turn is left open. `stream_scale` multiplies the streamed chunks per
+    block (about 120 events per turn at 1.0, 200 at 1.8)."""
     path = Path(path)
     stats = SyntheticLog(path)
     rng = random.Random(seed)
@@ -135,7 +138,13 @@ def write_synthetic_log(path: str | Path, *, target_bytes: int, seed: int = 0, l
         w.flush()
         turn = 0
         pending: tuple[int, list[int]] | None = None  # (turn, its surface nodes) awaiting landing
-        while stats.bytes < target_bytes or pending is None:
+        def more() -> bool:
+            return turn < turns if turns is not None else stats.bytes < target_bytes or pending is None
+
+        def n(low: int, high: int) -> int:
+            return max(1, round(rng.randint(low, high) * stream_scale))
+
+        while more():
             turn += 1
             w.event("turn/start", {"turn": turn})
             task = _user(f"Task {turn}: " + text.prose(rng.randint(10, 60)))
@@ -157,7 +166,7 @@ def write_synthetic_log(path: str | Path, *, target_bytes: int, seed: int = 0, l
                 w.event("step/start", {"turn": turn, "step": step})
                 if step <= steps:
                     call_id = f"call_{turn}_{step}"
-                    reasoning, said = text.pieces(rng.randint(8, 40)), text.pieces(rng.randint(3, 12))
+                    reasoning, said = text.pieces(n(8, 40)), text.pieces(n(3, 12))
                     args = orjson.dumps({"command": text.prose(6)}).decode()
                     w.chunk_row("reasoning-chunks", turn, step, 0, reasoning)
                     w.chunk_row("text-chunks", turn, step, 1, said)
@@ -173,7 +182,7 @@ def write_synthetic_log(path: str | Path, *, target_bytes: int, seed: int = 0, l
                                                                                   {"type": "text", "text": text.output()}]}]}},
                         surfaceOp="append"))
                 else:
-                    said = text.pieces(rng.randint(5, 30))
+                    said = text.pieces(n(5, 30))
                     w.chunk_row("text-chunks", turn, step, 0, said)
                     nodes.append(w.event("assistant/message", _assistant(turn, step, [{"type": "text", "text": "".join(said)}]),
                                          surfaceOp="append"))

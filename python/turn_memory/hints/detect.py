@@ -77,13 +77,18 @@ def open_turn_blocks(events: Sequence[dict[str, Any]]) -> list[ReasoningBlock]:
     return []
 
 
-def durable_blocks(events: Sequence[dict[str, Any]], turn: int) -> list[ReasoningBlock]:
+def durable_blocks(events: Sequence[dict[str, Any]], turn: int,
+                   span: tuple[int, int | None] | None = None) -> list[ReasoningBlock]:
     """Every reasoning block of `turn`'s assistant messages, in log order.
 
-    Scans back from the end only as far as the turn's `turn/start`: a live turn end costs
-    the length of that turn, not of the session.
+    Scans back from the end only as far as the turn's `turn/start`, or only the turn's own
+    `span` (seqs of its turn/start and turn/end, from the log's index): a turn end, or a
+    turn recovered long after it ended, costs the length of that turn, not of the session.
     """
     found: list[ReasoningBlock] = []
+    if span is not None:
+        start, end = span
+        events = events[start:end + 1 if end is not None else len(events)]
     for event in reversed(events):
         kind, data = event.get("type"), event.get("data")
         if not isinstance(data, dict):

@@ -84,7 +84,8 @@ class HintService:
     def start_missing(self, session: MirroredSession, turn: int, port: HostPort,
                       config: ThoughtHintsConfig) -> list[ReasoningBlock]:
         """Start hints for the turn's long durable blocks not started yet; returns those blocks."""
-        blocks = long_blocks(durable_blocks(session.log.events, turn), config.minimumChars)
+        log_ = session.log
+        blocks = long_blocks(durable_blocks(log_.events, turn, log_.index.turn_span(turn)), config.minimumChars)
         for block in blocks:
             self.start(session, block, port, config, "from the durable message")
         return blocks

@@ -2,7 +2,9 @@
 
 The shim sends committed events in log order; a reset carries the whole log. The mirror
 folds them through the surface model, so the engine always plans against exactly what the
-host holds, and it reports loudly when a committed log would not reload.
+host holds, and it reports loudly when a committed log would not reload. Each event is
+folded once: the log keeps its per-turn index (`host.turn_index`) and the session its
+hand-off ledger as they grow, so nothing downstream rescans the log.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta
+from turn_memory.continuation.state import HandoffLedger
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog, SurfaceError
 
@@ -27,6 +30,9 @@ class MirroredSession:
     peer: Any
     log: SessionLog
     meta: SessionMeta | None = None
+    #: hand-off requests and their follow-ups, kept as the log grows (the log's own
+    #: `index` keeps its per-turn facts)
+    handoffs: HandoffLedger = field(default_factory=HandoffLedger)
     #: the mirror saw a gap; plans are refused until the shim resends the log
     desynced: bool = False
     #: one job (compaction, turn rewrite) at a time per session
@@ -72,6 +78,7 @@ class SessionMirror:
                 state = self.sessions[params.sessionId] = MirroredSession(params.sessionId, dialect, peer, SessionLog(dialect))
             # reset in place: running jobs keep their reference and read the fresh log
             state.log, state.meta, state.dialect = SessionLog(dialect), params.meta, dialect
+            state.handoffs = HandoffLedger()
         elif params.start != len(state.log):
             log.error("session %s: gap in the mirror (have %d events, batch starts at %d); resyncing",
                       params.sessionId, len(state.log), params.start)
@@ -85,6 +92,7 @@ class SessionMirror:
                 log.error("session %s: event %s broke the surface model (%s); resyncing", state.id, event.get("seq"), exc)
                 state.desynced = True
                 return None
+            state.handoffs.feed(event)
             for problem in problems:
                 log.error("session %s: committed event %s would not reload: %s", state.id, event.get("seq"), problem)
         state.desynced = False

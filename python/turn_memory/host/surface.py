@@ -28,6 +28,8 @@ from turn_memory.host.event_shape import (
     reload_violations,
 )
 from turn_memory.host.lifecycle import Lifecycle
+from turn_memory.host.tokens import estimate_message
+from turn_memory.host.turn_index import TurnIndex
 
 Event = dict[str, Any]
 
@@ -392,6 +394,9 @@ class SessionLog:
         self._unmatched: int | None = None  # first surface index whose tool/result has no call
         #: v02 reload-time turn/step/tool/compaction relationships (None: not checked)
         self._life: Lifecycle | None = Lifecycle() if dialect.lifecycle_checked else None
+        #: per-turn facts kept as the log grows (host.turn_index): no reader rescans the log
+        self.index = TurnIndex(dialect, self._surface.index)
+        self._prices: dict[int, int | None] = {}
         self.extend(events)
 
     # -- reading ---------------------------------------------------------------------------
@@ -421,6 +426,16 @@ class SessionLog:
         if not (is_seq(seq) and seq < len(self.events)):
             raise IndexError(f"seq {seq} is not in the log (length {len(self.events)})")
         return project_message(self.dialect, self.events[seq])
+
+    def price(self, seq: int) -> int | None:
+        """The token-meter heuristic's price of the message `seq` projects to (None: none).
+        Events never change, so each is priced once."""
+        try:
+            return self._prices[seq]
+        except KeyError:
+            message = self.message_of(seq)
+            price = self._prices[seq] = estimate_message(message) if message is not None else None
+            return price
 
     def surface_messages(self) -> list[dict[str, Any]]:
         """The derived model history: the projection of every surface node, in order."""
@@ -559,6 +574,7 @@ class SessionLog:
         found = reload_violations(self.dialect, event)
         self.events.append(event)
         self._commit(transition)
+        self.index.feed(event, transition.shadowed if transition is not None else ())
         if self._life is not None:
             life = self._life.accept(event, self._surface, self.dialect.known_event_types.__contains__,
                                      _life_transition(transition, length_before))

@@ -43,6 +43,11 @@ class SpanMoved(LandingError):
     """The surface the plan replaces changed underneath it."""
 
 
+class LogKeptMoving(SpanMoved):
+    """Every attempt found the log longer than it was planned on: nothing was appended, and
+    a later attempt may well succeed."""
+
+
 class PartialLanding(Exception):
     """The host threw after some events were appended: reported loudly, never hidden."""
 
@@ -92,6 +97,8 @@ async def land(session: MirroredSession, port: HostPort, build: Callable[[Sessio
         validate(log, plan)
         if plan.kind == "turn-landing" and faults.fire(faults.KILL_BEFORE_APPLY):
             faults.die()
+        if plan.kind == "turn-landing" and faults.active(faults.REFUSE_TURN_LANDING):
+            raise LandingError("host refused the plan: append-threw (fault-injected)")
         base = len(log)
         result = await port.apply(session.id, Expectation(logLength=base, spans=plan.spans), plan.events, plan.label)
         if result.ok:
@@ -107,4 +114,4 @@ async def land(session: MirroredSession, port: HostPort, build: Callable[[Sessio
             raise PartialLanding(f"host refused an append after {result.appended} of {len(plan.events)} events: "
                                  f"{result.detail}", result.appended)
         raise LandingError(f"host refused the plan: {result.reason} {result.detail or ''}".strip())
-    raise SpanMoved("the session log kept moving while landing")
+    raise LogKeptMoving("the session log kept moving while landing")

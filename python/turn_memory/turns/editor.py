@@ -198,6 +198,59 @@ class TurnNodeEditor:
     def changed(self) -> bool:
         return any(n.changed for n in self.nodes)
 
+    # -- what a job keeps ----------------------------------------------------------------
+    def shape(self) -> tuple[tuple[object, ...], ...]:
+        """The working surface as content: what the nodes say and where they land, not their
+        ids (a rewrite that restates the same nodes under new ids has the same shape)."""
+        return tuple((n.role, n.text, n.slice, n.original.index if n.original is not None else None, n.result_for)
+                     for n in self.nodes)
+
+    def dump(self) -> list[dict[str, object]]:
+        """The working nodes as JSON values (`restore` rebuilds the editor from them)."""
+        return [{"id": n.id, "role": n.role, "text": n.text, "original": n.original.index if n.original else None,
+                 "sources": list(n.sources), "slice": list(n.slice), "resultFor": n.result_for} for n in self.nodes]
+
+    @classmethod
+    def restore(cls, turn: int, originals: Sequence[OriginalNode], nodes: Sequence[dict[str, object]]) -> "TurnNodeEditor":
+        """An editor whose working surface is `nodes` (from `dump`) over the same originals;
+        ValueError when they do not fit these originals."""
+        editor = cls(turn, originals)
+        rebuilt: list[WorkingNode] = []
+        for node in nodes:
+            original = node.get("original")
+            slice_ = node.get("slice")
+            if not (isinstance(slice_, list) and len(slice_) == 2 and all(isinstance(i, int) for i in slice_)):
+                raise ValueError(f"bad slice {slice_!r}")
+            if original is not None:
+                if not isinstance(original, int) or not 0 <= original < len(editor.originals):
+                    raise ValueError(f"no original node {original!r}")
+                kept = editor.nodes[original]
+                if node.get("text") != kept.text or tuple(slice_) != kept.slice:
+                    raise ValueError(f"original node {original} does not match")
+                rebuilt.append(kept)
+                continue
+            role, text = node.get("role"), node.get("text")
+            if role not in ("user", "assistant", "tool") or not isinstance(text, str):
+                raise ValueError(f"bad node {node.get('id')!r}")
+            sources = node.get("sources")
+            if not isinstance(sources, list) or not all(isinstance(s, int) for s in sources):
+                raise ValueError(f"bad sources of {node.get('id')!r}")
+            result_for = node.get("resultFor")
+            rebuilt.append(WorkingNode(str(node.get("id")), role, text, None, tuple(sources),  # type: ignore[arg-type]
+                                       (slice_[0], slice_[1]), result_for if isinstance(result_for, str) else None))
+        at = 0
+        for node in rebuilt:  # the slices must still partition the turn's positions, in order
+            if node.slice[0] != at or node.slice[1] < node.slice[0]:
+                raise ValueError("the landing slices do not partition the turn")
+            at = node.slice[1] + 1
+        if at != len(editor.originals):
+            raise ValueError("the landing slices do not cover the turn")
+        editor.nodes = rebuilt
+        editor.revision = 1 if editor.changed else 0
+        numbers = [int(n.id[1:]) for n in rebuilt if n.id.startswith("r") and n.id[1:].isdigit()]
+        editor._next_r = max(numbers, default=0) + 1
+        return editor
+
 
 def image_problems(required: Sequence[str], texts: Sequence[str], rewritten: Sequence[str],
                    allowed: Sequence[str] | None = None) -> list[str]:

@@ -58,7 +58,12 @@ class LandingContext:
 
 
 class LandingImpossible(Exception):
-    """This dialect/moment cannot land this surface (nothing is appended)."""
+    """This dialect/moment cannot land this surface (nothing is appended). `transient`: a
+    later landing point may (the turn or step it was asked to land in is no longer open)."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 def _uuid() -> str:
@@ -123,7 +128,8 @@ def _landing_step(dialect: Dialect, ctx: LandingContext, events: list[dict[str, 
                (e["type"] == "tool/result" and e.get("surfaceOp") == "append") for e in events):
         return events
     if ctx.open_turn is None:
-        raise LandingImpossible("assistant nodes can only land while a turn is open (in a later turn's pre-step)")
+        raise LandingImpossible("assistant nodes can only land while a turn is open (in a later turn's pre-step)",
+                                transient=True)
     if ctx.open_step is not None:
         return events  # inside the loop's own step
     if not dialect.plugin_steps:

@@ -13,11 +13,14 @@ append-only log, not the surface. Markers are recognised in both spellings.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN
 from turn_memory.host.dialect import Dialect, is_human_source, is_plugin_source
-Phase = Literal["pending", "compression"]
+# recognised in host.turn_index, which keeps the turns with each marker as the log grows
+from turn_memory.host.turn_index import Phase, marker_of
+
+__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_own_source", "marker_of", "marker_source"]
 
 
 def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:
@@ -27,18 +30,6 @@ def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> di
 def is_own_source(source: Any) -> bool:
     """A source naming turn-memory, in either host's spelling."""
     return is_plugin_source(source, PLUGIN)
-
-
-def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
-    """(phase, turn) when `event` is a user/message carrying a turn-memory marker."""
-    if event.get("type") != "user/message":
-        return None
-    source = (event.get("data") or {}).get("source") or {}
-    if is_own_source(source):
-        phase, turn = source.get("phase"), source.get("turn")
-        if phase in ("pending", "compression") and isinstance(turn, int) and not isinstance(turn, bool):
-            return phase, turn
-    return None
 
 
 #: the source key naming the hand-off an automatic continuation follow-up carries (D-013)

@@ -48,6 +48,8 @@ class TurnQueue:
         self._released = asyncio.Event()
         self._released.set()
         self._holds = 0
+        #: pending markers land one at a time, and never while a compaction holds the queue
+        self.marking = asyncio.Lock()
         self._closed = False
         #: the turn whose job is compressing (the rewrite in flight), if any
         self.active: int | None = None
@@ -114,6 +116,11 @@ class TurnQueue:
             self._holds -= 1
             if not self._holds:
                 self._released.set()
+
+    async def released(self) -> None:
+        """Wait until no compaction holds the queue."""
+        while not self._released.is_set():
+            await self._released.wait()
 
     async def settled(self, timeout: float | None = None) -> bool:
         """Wait until no job is compressing (queued ones may remain); False on timeout."""

@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from turn_memory.continuation.state import awaiting_followup
+from turn_memory.continuation.state import HandoffLedger
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import node_origins
+from turn_memory.host.turn_index import TURN_NODE_TYPES
 from turn_memory.turns.markers import marker_of
+
+__all__ = ["TURN_NODE_TYPES", "TurnMarks", "scan_marks", "turn_nodes", "turns_to_recover"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class TurnMarks:
 
 
 def scan_marks(events: Sequence[dict[str, Any]]) -> TurnMarks:
+    """A full pass (the log's index keeps the same sets: `turn_ends`, `pending`, `landed`)."""
     completed, pending, landed = set(), set(), set()
     for event in events:
         if event["type"] == "turn/end":
@@ -39,37 +42,21 @@ def scan_marks(events: Sequence[dict[str, Any]]) -> TurnMarks:
     return TurnMarks(completed, pending, landed)
 
 
-#: the nodes a turn consists of; v02's system/developer messages are host scaffolding the
-#: loop writes inside a step (turn 1 opens with the system prompt, surface node 0, which only
-#: a system/message may replace), never part of what a turn said
-TURN_NODE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
-
-
 def turn_nodes(log: SessionLog, turn: int) -> list[int]:
-    """The current surface nodes of `turn`, in order (empty when shadowed by a checkpoint)."""
-    origins = node_origins(log.events, log.dialect)
-    return [seq for seq in log.nodes
-            if origins.get(seq) == ("turn", turn) and log.events[seq]["type"] in TURN_NODE_TYPES]
+    """The current surface nodes of `turn`, in order (empty when shadowed by a checkpoint). O(turn)."""
+    return log.index.turn_nodes(turn)
 
 
-def _has_raw_reasoning(log: SessionLog, seqs: list[int]) -> bool:
-    for seq in seqs:
-        event = log.events[seq]
-        if event["type"] == "assistant/message":
-            if any(b.get("type") == "reasoning" for b in event["data"]["message"].get("content", [])):
-                return True
-    return False
-
-
-def turns_to_recover(log: SessionLog, live_from: int | None = None) -> list[int]:
-    marks = scan_marks(log.events)
-    redo = {t for t in marks.pending - marks.landed if t in marks.completed}
+def turns_to_recover(log: SessionLog, live_from: int | None = None,
+                     handoffs: HandoffLedger | None = None) -> list[int]:
+    """The turns to redo, from the log's index: O(turns), never a pass over the log.
+    `handoffs`: the session's ledger (folded here from the log when not given)."""
+    index = log.index
+    handoffs = handoffs if handoffs is not None else HandoffLedger.of(log.events)
+    completed, landed = index.turn_ends, index.landed
+    redo = {t for t in index.pending - landed if t in completed}
     if live_from is not None:
-        for event in log.events[live_from:]:
-            if event["type"] == "turn/end" and event["data"]["turn"] not in marks.landed:
-                redo.add(event["data"]["turn"])
-    redo.update(r.turn for r in awaiting_followup(log.events) if r.turn not in marks.landed)
-    for turn in marks.landed & marks.completed:
-        if _has_raw_reasoning(log, turn_nodes(log, turn)):
-            redo.add(turn)
+        redo.update(t for t in index.ended_since(live_from) if t not in landed)
+    redo.update(r.turn for r in handoffs.awaiting() if r.turn not in landed)
+    redo.update(t for t in landed if t in completed and index.has_raw_reasoning(t))
     return sorted(redo)

@@ -24,6 +24,7 @@ from turn_memory.landing.port import HostPort
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
+from turn_memory.turns.results import ResultStore
 from turn_memory.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.turns")
@@ -35,46 +36,74 @@ class TurnService:
         self.hints = hints
         #: queued, compressing, and ready ones whose landing waits for a pre-step: (session, turn) -> job
         self.jobs: dict[tuple[str, int], TurnJob] = {}
+        #: queued jobs not run yet (a no-op one may be done, and gone from `jobs`, before its run)
+        self._to_run: dict[tuple[str, int], TurnJob] = {}
         self._workers = workers
 
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
-                  port: Callable[[], HostPort], config: EngineConfig) -> None:
+                  port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
         if not config.turns.enabled or not session.is_user_session:
             return
         if reset:
+            # the session may have been closed and reopened (a new mirror entry) or the shim
+            # reconnected: a job of this process reads the session as it is now, so a finished
+            # one still lands at the reopened session's next landing point
+            for (sid, _), job in self.jobs.items():
+                if sid == session.id and not job.done:
+                    job.rebind(session, port(), results)
             live_from = session.meta.liveFrom if session.meta is not None else None
-            for turn in turns_to_recover(session.log, live_from):
-                if self._enqueue(session, turn, port, config):
+            redo = turns_to_recover(session.log, live_from, session.handoffs)
+            for turn in redo:
+                if self._enqueue(session, turn, port, config, results):
                     log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
+            if results is not None:
+                self._drop_stale_results(session, results, set(redo))
             return
         for event in events:
             if event["type"] == "turn/end":
-                self._enqueue(session, event["data"]["turn"], port, config)
+                self._enqueue(session, event["data"]["turn"], port, config, results)
 
-    def _enqueue(self, session: MirroredSession, turn: int, port: Callable[[], HostPort], config: EngineConfig) -> bool:
+    def _drop_stale_results(self, session: MirroredSession, results: ResultStore, redo: set[int]) -> None:
+        """A kept compression of a turn recovery does not redo has no landing left to make."""
+        for turn in results.turns(session.id):
+            if turn not in redo and (session.id, turn) not in self.jobs:
+                why = "the turn already landed" if turn in session.log.index.landed else "the turn is not pending"
+                results.delete(session.id, turn, f"stale: {why}")
+
+    def _enqueue(self, session: MirroredSession, turn: int, port: Callable[[], HostPort], config: EngineConfig,
+                 results: ResultStore | None = None) -> bool:
         queue = self.queues.get(session.id)
         if queue is None:
             queue = self.queues[session.id] = TurnQueue(session.id, lambda t: self._run(session.id, t))
         existing = self.jobs.get((session.id, turn))
         if existing is not None and not existing.done:
             return False
-        job = TurnJob(session, port(), config.turns, turn)
+        job = TurnJob(session, port(), config.turns, turn, results=results)
         if self.hints is not None and config.thoughtHints.enabled:
-            hints, job_port = self.hints, job.port
-            job.take_hints = lambda: hints.take(session, turn, job_port, config.thoughtHints)
+            hints = self.hints
+            job.take_hints = lambda: hints.take(job.session, turn, job.port, config.thoughtHints)
         if not queue.enqueue(turn):
             return False
-        self.jobs[(session.id, turn)] = job
+        self.jobs[(session.id, turn)] = self._to_run[(session.id, turn)] = job
         self._workers.add(job.job_id, job)
+        job.marking = asyncio.get_running_loop().create_task(self._mark(queue, job))
         return True
+
+    @staticmethod
+    async def _mark(queue: TurnQueue, job: TurnJob) -> None:
+        """The pending marker, at turn/end (D-015): one at a time, never under a compaction."""
+        async with queue.marking:
+            await queue.released()
+            await job.mark()
 
     async def _run(self, session_id: str, turn: int) -> None:
         """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`.
 
         Turns that completed while the previous job compressed (a backlog) join this job, up
-        to `turns.batchTurns`: one worker reads and rewrites them together, once (D-008)."""
-        job = self.jobs[(session_id, turn)]
-        batch = [self.jobs[(session_id, t)]
+        to `turns.batchTurns`: one worker reads and rewrites them together, once (D-008).
+        They leave the queue (and `_to_run`) here; each still lands, and is reported, on its own."""
+        job = self._to_run.pop((session_id, turn))
+        batch = [self._to_run.pop((session_id, t))
                  for t in self.queues[session_id].claim_following(turn, job.config.batchTurns - 1)]
         try:
             await job.run(batch)
@@ -83,8 +112,9 @@ class TurnService:
                 self._workers.remove(done.job_id)
                 if self.hints is not None:
                     self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
-                if done.done:  # nothing waits to land (skipped, no-op, gave up)
-                    self.jobs.pop((session_id, done.turn), None)
+                key = (session_id, done.turn)
+                if done.done and self.jobs.get(key) is done:  # nothing waits to land (skipped, no-op, gave up)
+                    del self.jobs[key]
                 if not done.finished:
                     self.queues[session_id].forget(done.turn)  # a later recovery may retry it
 
@@ -133,7 +163,8 @@ class TurnService:
             if job.finished and not job.landed.is_set():
                 if defer_previous and key[1] == open_turn - 1:
                     return True
-                await job.land_into(open_turn, open_step)
+                if not await job.land_into(open_turn, open_step):
+                    break  # it stays ready and lands at a later landing point; later turns wait for it
             if job.done:
                 self.jobs.pop(key, None)
         return False
@@ -162,6 +193,16 @@ class TurnService:
             if open_turn is not None:
                 await self.land_ready(session, open_turn)
             yield
+
+    def close(self) -> list["asyncio.Task[None]"]:
+        """Cancel every drain and pending-marker task for good; returns them to await."""
+        tasks = [t for t in (queue.cancel() for queue in self.queues.values()) if t is not None]
+        # a running job's batch left `_to_run` when it was claimed: its markers may still be pending
+        for job in {id(j): j for j in (*self._to_run.values(), *self.jobs.values())}.values():
+            if job.marking is not None and not job.marking.done():
+                job.marking.cancel()
+                tasks.append(job.marking)
+        return tasks
 
     async def drained(self, session_id: str, timeout: float | None = None) -> bool:
         """Wait until no turn of the session is queued or compressing (landings may still wait)."""

@@ -1,0 +1,251 @@
+"""An incremental index of a session log by turn, folded event by event. Pure.
+
+`SessionLog` feeds every committed event to its `TurnIndex` right after folding it into the
+surface (with the seqs a replacement shadowed), so what recovery, turn jobs, follow-ups and
+pricing ask costs O(1) or O(turn), never a pass over the whole log:
+
+- the origin unit of every surface node (`host.turns.node_origins` is this same fold run
+  over a whole log, so the two never disagree);
+- per turn: its current surface nodes (the members of `TURN_NODE_TYPES` whose origin is the
+  turn, kept under replacements), those still carrying raw reasoning, the seqs of its
+  latest `turn/start` and `turn/end`;
+- turn-memory's durable markers: the turns with a `pending` and with a `compression` marker
+  anywhere in the log (a checkpoint that later shadows one does not unmark the turn);
+- the lifecycle state at the end of the log: the open turn and step, the latest unmatched
+  `compaction/start`, the latest `session/end-seed`.
+
+Everything a full scan would answer is kept equal to it; `tests/unit/test_turn_index.py`
+checks that on logs of both dialects.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect, is_plugin_source
+
+#: ("turn", n) | ("checkpoint", seq) | ("loose", seq)
+UnitKey = tuple[str, int]
+Phase = Literal["pending", "compression"]
+
+#: turn-memory lands a compressed turn inside a short step numbered 0 of the open turn
+#: (the agent loop numbers its own steps from 1); nodes appended there belong to the turn
+#: whose replacement opened the landing, not to the open turn
+LANDING_STEP = 0
+
+#: the nodes a turn consists of; v02's system/developer messages are host scaffolding the
+#: loop writes inside a step (turn 1 opens with the system prompt, surface node 0, which only
+#: a system/message may replace), never part of what a turn said
+TURN_NODE_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+
+
+@dataclass(frozen=True)
+class LifecycleState:
+    open_turn: int | None
+    #: the latest compaction/start without a matching compaction/end, if any
+    unmatched_compaction: dict[str, Any] | None
+    latest_end_seed: int | None
+
+    @property
+    def compaction_locked(self) -> bool:
+        """An unmatched start locks compaction, unless a later restart (end-seed) orphaned it."""
+        start = self.unmatched_compaction
+        return start is not None and not (self.latest_end_seed is not None and self.latest_end_seed > start["seq"])
+
+
+def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
+    """(phase, turn) when `event` is a user/message carrying a turn-memory marker."""
+    if event.get("type") != "user/message":
+        return None
+    source = (event.get("data") or {}).get("source") or {}
+    if is_plugin_source(source, OUR_PLUGIN):
+        phase, turn = source.get("phase"), source.get("turn")
+        if phase in ("pending", "compression") and isinstance(turn, int) and not isinstance(turn, bool):
+            return phase, turn
+    return None
+
+
+def has_reasoning(event: dict[str, Any]) -> bool:
+    """An assistant/message with a raw reasoning block."""
+    if event.get("type") != "assistant/message":
+        return False
+    message = (event.get("data") or {}).get("message") or {}
+    return any(isinstance(b, dict) and b.get("type") == "reasoning" for b in message.get("content") or [])
+
+
+def _landed_node(event: dict[str, Any], dialect: Dialect) -> bool:
+    """An appended node of a landing: never one the agent loop commits on its own."""
+    kind, data = event["type"], event.get("data") or {}
+    if kind in ("assistant/message", "tool/result"):
+        return True
+    if kind == "user/message":  # ours, or a copy (a snapshot the landing restated at the tail)
+        return dialect.is_plugin_source(data.get("source"), OUR_PLUGIN) or bool(event.get("sourceEventSeqs"))
+    return False
+
+
+class OriginFold:
+    """Origin unit of every surface-eligible event, by seq, one event at a time.
+
+    A surface node appended inside `turn/start … turn/end` belongs to that turn. A
+    replacement belongs to whatever it replaced (the origin of its first shadowed node) —
+    except a session checkpoint, which is a standalone unit. A landing of an earlier turn
+    inside the open turn appends nodes that belong to the landed turn: on rc8 inside the
+    landing step (`LANDING_STEP`); on 0.2 inside the loop's own step, right after the
+    replacement that heads it, until the loop commits its own first node of the step
+    (system prompt, the turn's user message, runtime context).
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.origins: dict[int, UnitKey] = {}
+        self._open_turn: int | None = None
+        self._landing: UnitKey | None = None
+        self._in_landing = False
+        self._window: UnitKey | None = None  # 0.2: the landed turn a run of appended nodes belongs to
+
+    def feed(self, event: dict[str, Any]) -> UnitKey | None:
+        """Fold one event; returns its origin when it is a surface node, else None."""
+        kind = event["type"]
+        if kind == "turn/start":
+            self._open_turn, self._window = event["data"]["turn"], None
+        elif kind == "turn/end":
+            self._open_turn, self._window = None, None
+        elif kind in ("step/start", "step/end"):
+            self._window = None
+            if (event.get("data") or {}).get("step") == LANDING_STEP:
+                self._in_landing, self._landing = kind == "step/start", None
+        op = event.get("surfaceOp")
+        if op is None:
+            return None
+        seq = event["seq"]
+        origins = self.origins
+        if op == "append":
+            if self._in_landing and self._landing is not None:
+                origin = self._landing
+            elif self._window is not None and _landed_node(event, self.dialect):
+                origin = self._window
+            else:
+                self._window = None
+                # 0.2's system prompt (surface node 0, committed inside turn 1's step) is no turn's content
+                own = self._open_turn is not None and kind != "system/message"
+                origin = ("turn", self._open_turn) if own else ("loose", seq)  # type: ignore[assignment]
+            origins[seq] = origin
+            return origin
+        message = event["data"] if kind == "user/message" else (event["data"] or {}).get("message", {})
+        bounds = self.dialect.op_range(op)
+        if self.dialect.is_checkpoint_source(message.get("source")) or bounds is None:
+            origin = ("checkpoint", seq)
+            self._window = None
+        else:
+            origin = origins.get(bounds[0], ("loose", seq))
+            if self._in_landing:
+                self._landing = origin
+            elif origin[0] == "turn" and origin[1] != self._open_turn and self._open_turn is not None:
+                self._window = origin
+        origins[seq] = origin
+        return origin
+
+
+class TurnIndex:
+    """Per-turn facts of one session log, kept as it grows (see the module docstring)."""
+
+    def __init__(self, dialect: Dialect, position: Callable[[int], int | None]) -> None:
+        self._origin = OriginFold(dialect)
+        #: seq -> origin unit of every surface node ever committed (shadowed ones included)
+        self.origins = self._origin.origins
+        #: surface position of a seq (None when not on the surface): the log's own index
+        self._position = position
+        self._members: dict[int, set[int]] = {}
+        self._reasoning: dict[int, set[int]] = {}
+        #: turn -> seq of its latest turn/start / turn/end
+        self.turn_starts: dict[int, int] = {}
+        self.turn_ends: dict[int, int] = {}
+        self._end_seqs: list[int] = []  # seq of every turn/end, ascending
+        self._end_turns: list[int] = []
+        #: turns with a `pending` / `compression` marker anywhere in the log
+        self.pending: set[int] = set()
+        self.landed: set[int] = set()
+        self.latest_turn = 0
+        self.open_turn: int | None = None
+        #: (turn, step) of the step open at the end of the log
+        self.open_step: tuple[int, int] | None = None
+        #: the latest compaction/start without a compaction/end after it
+        self.unmatched_compaction: dict[str, Any] | None = None
+        self.latest_end_seed: int | None = None
+
+    # -- folding -----------------------------------------------------------------------
+    def feed(self, event: dict[str, Any], shadowed: tuple[int, ...] = ()) -> None:
+        """Fold one committed event; `shadowed`: the surface nodes it replaced."""
+        kind = event["type"]
+        if kind == "turn/start":
+            turn = event["data"]["turn"]
+            self.turn_starts[turn] = event["seq"]
+            self.open_turn, self.open_step = turn, None
+            self.latest_turn = max(self.latest_turn, turn)
+        elif kind == "turn/end":
+            turn = event["data"]["turn"]
+            self.turn_ends[turn] = event["seq"]
+            self._end_seqs.append(event["seq"])
+            self._end_turns.append(turn)
+            self.open_turn, self.open_step = None, None
+        elif kind == "step/start":
+            data = event["data"]
+            self.open_step = (data["turn"], data["step"])
+        elif kind == "step/end":
+            self.open_step = None
+        elif kind == "compaction/start":
+            self.unmatched_compaction = event
+        elif kind == "compaction/end":
+            self.unmatched_compaction = None
+        elif kind == "session/end-seed":
+            self.latest_end_seed = event["seq"]
+        elif kind == "user/message" and (mark := marker_of(event)) is not None:
+            (self.pending if mark[0] == "pending" else self.landed).add(mark[1])
+        origin = self._origin.feed(event)
+        if origin is None:
+            return
+        for seq in shadowed:
+            gone = self.origins.get(seq)
+            if gone is not None and gone[0] == "turn":
+                self._members.get(gone[1], set()).discard(seq)
+                self._reasoning.get(gone[1], set()).discard(seq)
+        if origin[0] == "turn" and kind in TURN_NODE_TYPES:
+            seq = event["seq"]
+            self._members.setdefault(origin[1], set()).add(seq)
+            if has_reasoning(event):
+                self._reasoning.setdefault(origin[1], set()).add(seq)
+
+    # -- reading -----------------------------------------------------------------------
+    def turn_nodes(self, turn: int) -> list[int]:
+        """The current surface nodes of `turn`, in surface order (empty when shadowed). O(turn)."""
+        members = self._members.get(turn)
+        if not members:
+            return []
+        position = self._position
+        return sorted(members, key=lambda seq: position(seq) or 0)
+
+    def has_raw_reasoning(self, turn: int) -> bool:
+        """Whether a current surface node of `turn` still shows raw reasoning."""
+        return bool(self._reasoning.get(turn))
+
+    @property
+    def completed(self) -> set[int]:
+        return set(self.turn_ends)
+
+    def ended_since(self, seq: int) -> list[int]:
+        """Turns whose turn/end is at or after `seq`, in log order."""
+        return self._end_turns[bisect_left(self._end_seqs, seq):]
+
+    def turn_span(self, turn: int) -> tuple[int, int | None] | None:
+        """(seq of the turn's latest turn/start, seq of its turn/end or None while open)."""
+        start = self.turn_starts.get(turn)
+        if start is None:
+            return None
+        end = self.turn_ends.get(turn)
+        return start, (end if end is not None and end > start else None)
+
+    @property
+    def lifecycle(self) -> "LifecycleState":
+        return LifecycleState(self.open_turn, self.unmatched_compaction, self.latest_end_seed)

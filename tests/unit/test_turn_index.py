@@ -1,0 +1,134 @@
+"""The log's incremental turn index answers exactly what a full scan of the log answers, at
+every point of logs of both dialects: in-place landings, 0.2's structured and checkpoint
+landings, no-op and pending markers, session checkpoints, a hand-off. (The timing side is
+`bench/recovery.py`.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from turn_builders import Shape, completed_turn_log
+from turn_memory.continuation.state import HandoffLedger, awaiting_followup
+from turn_memory.devtools.synthetic_log import write_synthetic_log
+from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_message
+from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning
+from turn_memory.host.turns import lifecycle_state, node_origins, open_step_of
+from turn_memory.landing.land import stamp, validate
+from turn_memory.logs.reader import read_session_log
+from turn_memory.turns.editor import Output, TurnNodeEditor
+from turn_memory.turns.landing import LandingContext, plan_landing
+from turn_memory.turns.nodes import original_nodes
+from turn_memory.turns.recovery import scan_marks, turns_to_recover
+
+
+def scan_turn_nodes(log: SessionLog, origins, turn: int) -> list[int]:
+    return [s for s in log.nodes if origins.get(s) == ("turn", turn) and log.events[s]["type"] in TURN_NODE_TYPES]
+
+
+def scan_recover(log: SessionLog, live_from: int | None) -> list[int]:
+    """The recovery scan as a full pass over the log (what it was before the index)."""
+    marks = scan_marks(log.events)
+    origins = node_origins(log.events, log.dialect)
+    redo = {t for t in marks.pending - marks.landed if t in marks.completed}
+    if live_from is not None:
+        redo.update(e["data"]["turn"] for e in log.events[live_from:]
+                    if e["type"] == "turn/end" and e["data"]["turn"] not in marks.landed)
+    redo.update(r.turn for r in awaiting_followup(log.events) if r.turn not in marks.landed)
+    redo.update(t for t in marks.landed & marks.completed
+                if any(has_reasoning(log.events[s]) for s in scan_turn_nodes(log, origins, t)))
+    return sorted(redo)
+
+
+def check(log: SessionLog) -> None:
+    index, events = log.index, log.events
+    origins = node_origins(events, log.dialect)
+    assert index.origins == origins
+    turns = {e["data"]["turn"] for e in events if e["type"] == "turn/start"}
+    for turn in turns:
+        nodes = scan_turn_nodes(log, origins, turn)
+        assert index.turn_nodes(turn) == nodes, turn
+        assert index.has_raw_reasoning(turn) == any(has_reasoning(events[s]) for s in nodes), turn
+    assert index.lifecycle == lifecycle_state(events)
+    assert index.open_step == open_step_of(events)
+    marks = scan_marks(events)
+    assert (index.completed, index.pending, index.landed) == (marks.completed, marks.pending, marks.landed)
+    for live_from in (None, 0, len(events) // 2, len(events)):
+        assert turns_to_recover(log, live_from, HandoffLedger.of(events)) == scan_recover(log, live_from)
+    for seq in log.nodes:
+        message = log.message_of(seq)
+        assert log.price(seq) == (estimate_message(message) if message is not None else None)
+
+
+def check_every_prefix(events: list[dict], dialect) -> None:
+    log = SessionLog(dialect)
+    for event in events:
+        log.append(event)
+        check(log)
+
+
+def land_plan(log: SessionLog, plan) -> None:
+    for event in validate(log, plan):
+        assert not log.append(event)
+
+
+def handoff_turn(log: SessionLog, turn: int) -> None:
+    """A completed turn that ends with a successful hand-off call (D-013)."""
+    def add(kind, data, **surface):
+        log.append({"type": kind, "seq": len(log), "time": 1, "data": data, **surface})
+
+    add("step/start", {"turn": turn, "step": 1})
+    add("user/message", {"id": "u-h", "role": "user", "source": {"kind": "user"},
+                         "content": [{"type": "text", "text": "go on"}]}, surfaceOp="append")
+    add("assistant/message", log.dialect.assistant_data(turn, 1, {
+        "id": "a-h", "role": "assistant", "source": {"kind": "model", "provider": "p", "model": "m"},
+        "content": [{"type": "tool-call", "id": "call-h", "name": "continue_after_turn_compression",
+                     "arguments": '{"handoff": "next: the printer"}'}]}), surfaceOp="append")
+    add("tool/call", {"turn": turn, "step": 1, "callId": "call-h", "name": "continue_after_turn_compression",
+                      "arguments": '{"handoff": "next: the printer"}'})
+    add("tool/result", {"turn": turn, "step": 1, "message": log.dialect.tool_result_message(
+        "t-h", "call-h", [{"type": "text", "text": "ok"}])}, surfaceOp="append")
+    add("step/end", {"turn": turn, "step": 1})
+    add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+
+
+@pytest.mark.parametrize("dialect,mode", [(RC8, "in place"), (V02, "structured"), (V02, "checkpoint")],
+                         ids=["rc8", "v02-mode3", "v02-mode4"])
+def test_the_index_equals_a_full_scan_through_landings_and_a_handoff(dialect, mode):
+    shape = Shape(steps=[(1, True, False), (1, False, True), (0, False, False)])
+    log, positions = completed_turn_log(dialect, shape, prior_turns=2)  # pending marker, turn 4 open
+    open_step = None
+    if mode == "structured":  # inside the loop's first step of turn 4, the turn still the tail
+        log.append({"type": "step/start", "seq": len(log), "time": 1, "data": {"turn": 4, "step": 1}})
+        open_step = 1
+    elif mode == "checkpoint":  # past it: one user checkpoint
+        log.append({"type": "step/start", "seq": len(log), "time": 1, "data": {"turn": 4, "step": 1}})
+        log.append({"type": "step/end", "seq": len(log), "time": 1, "data": {"turn": 4, "step": 1}})
+    editor = TurnNodeEditor(3, original_nodes(log, positions))
+    editor.replace("n2", f"n{len(positions)}", [Output("assistant", "Fixed the parser and the lexer.")])
+    land_plan(log, plan_landing(log, editor, positions, LandingContext(3, 4, 1, ("fork",), open_step=open_step)))
+    if mode == "in place":  # and a no-op on an earlier turn (its reasoning-free nodes stay)
+        earlier = TurnNodeEditor(2, original_nodes(log, log.index.turn_nodes(2)))
+        land_plan(log, plan_landing(log, earlier, log.index.turn_nodes(2), LandingContext(2, 4, 1)))
+    if log.index.open_step is not None:
+        log.append({"type": "step/end", "seq": len(log), "time": 1, "data": {"turn": 4, "step": log.index.open_step[1]}})
+    handoff_turn(log, 4)
+    assert [r.turn for r in HandoffLedger.of(log.events).awaiting()] == [4]
+    check_every_prefix(log.events, dialect)
+
+
+def test_the_index_equals_a_full_scan_on_a_long_session_with_checkpoints(tmp_path):
+    path = tmp_path / "s.jsonl.zstd"
+    write_synthetic_log(path, turns=45, checkpoint_every=12)
+    _, events = read_session_log(path)
+    slim = [e if e["type"] != "assistant/chunk" else {**e, "data": None} for e in events]
+    log = SessionLog(RC8)
+    checkpoints = 0
+    for event in slim:
+        log.append(event)
+        checkpoints += event["type"] == "compaction/end"
+        if event["type"] in ("turn/end", "compaction/end", "step/end") and event["seq"] % 7 == 0:
+            check(log)
+    check(log)
+    assert checkpoints >= 2 and log.index.pending - log.index.landed  # it has what the scan looks for

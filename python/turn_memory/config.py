@@ -62,9 +62,11 @@ class TurnConfig(_Section):
     maxWorkerRequests: int = Field(24, ge=1, description=(
         "model requests one worker may make before it is stopped (counts as no progress)"))
     maxJobRequests: int = Field(96, ge=1, description=(
-        "model requests all workers of one turn may make together; then the turn is left raw"))
+        "model requests all workers of one turn may make together (a batch's turns share one budget); then the "
+        "turn is left raw"))
     jobTimeoutS: float = Field(1800.0, gt=0, description=(
-        "wall-clock bound of one turn's compression, all workers together; then the turn is left raw"))
+        "wall-clock bound of one turn's compression, all workers together (a batch's turns share one bound); "
+        "then the turn is left raw"))
     landingBarrier: bool = Field(False, description=(
         "off: a finished compression lands at the first pre-step after it is ready and no request waits "
         "for it; on: each turn's first request waits (`turns.landingWaitS`) for the previous turn's "
@@ -74,6 +76,14 @@ class TurnConfig(_Section):
         "compression, then proceeds raw (it lands at a later pre-step)"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
+    batchTurns: int = Field(4, ge=1, description=(
+        "a job that starts while later completed turns already wait in the queue (fast turns behind a "
+        "slower worker, a restart) compresses up to this many turns with one worker and lands them "
+        "together; 1: one worker per turn"))
+    minTurnTokens: int = Field(600, ge=0, description=(
+        "a completed turn smaller than this (DSH's token estimate of its surface nodes) gets the no-op "
+        "marker and no worker: compressing it would cost more than it saves (0: every turn the model answered; a "
+        "hand-off turn, which asked for its compression, always gets a worker)"))
 
 
 class ThoughtHintsConfig(_Section):

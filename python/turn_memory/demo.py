@@ -117,7 +117,8 @@ def run_demo(args: argparse.Namespace) -> int:
         home = DshHome(root, runtime, None if fake is None else fake.base_url)
         print(f"[2/4] throwaway DSH home {root}; installing turn-memory into profile '{home.profile}'")
         home.create()
-        installed = home.install_turn_memory()
+        # the scripted turns are a few hundred tokens, below turns.minTurnTokens: compress them anyway
+        installed = home.install_turn_memory(*(() if use_user else ("--set", "turns.minTurnTokens=0")))
         for line in installed.stdout.splitlines():
             if line.strip():
                 print("      " + line)

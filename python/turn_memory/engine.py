@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncContextManager, Literal
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Literal
 
 from pydantic import BaseModel
 
@@ -32,7 +32,6 @@ from turn_memory.bridge.protocol import (
     WorkerToolParams,
 )
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
-from turn_memory.compaction.manual import Rewrites, compact_now, compact_region
 from turn_memory.compaction.service import CompactionService
 from turn_memory.prompts import PromptError
 from turn_memory.config import ConfigError, EngineConfig, check_config
@@ -43,11 +42,14 @@ from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import Dialect, dialect_for_host
 from turn_memory.host.mirror import MirroredSession, SessionMirror
 from turn_memory.landing.port import BridgeHostPort
-from turn_memory.memory_tools.catalog import context_sections, public_tools, worker_tools
+from turn_memory.memory_tools.catalog import context_sections, declared, public_tools, worker_tools
 from turn_memory.memory_tools.registry import PublicCall, PublicTools
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
 from turn_memory.workers import ToolAnswer, WorkerRegistry
+
+if TYPE_CHECKING:  # imported on first use (see on_call)
+    from turn_memory.compaction.manual import Rewrites
 
 log = logging.getLogger("turn_memory.engine")
 
@@ -117,13 +119,13 @@ class Engine:
                if config.compaction.auto else 0.0)
         hints = config.thoughtHints.enabled and config.turns.enabled
         try:
-            tools = self.public_tools.specs(config)
+            tools, sections = declared(config, self.public_tools, self.contexts)
         except PromptError as exc:
             raise RemoteError(ErrorInfo(code="prompt", message=str(exc))) from exc
         return HelloResult(protocol=PROTOCOL_VERSION, engineVersion=__version__, dialect=dialect.name, elide=ELIDED,
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
                            preStepTimeoutMs=int(wait_s * 1000), bootWait=barrier, publicTools=tools,
-                           contextSections=[c.name for c in self.contexts if c.enabled(config)],
+                           contextSections=sections,
                            snapshotSources=[dict(m) for m in dialect.snapshot_sources])
 
     # -- messages ----------------------------------------------------------------------
@@ -160,6 +162,10 @@ class Engine:
         if method == "ping":
             assert isinstance(params, PingParams)
             return {"echo": params.echo}
+        if method in ("compact.now", "compact.region"):
+            # imported on first use: serving turns does not need it, and the engine's start-up
+            # imports compete with DSH's own boot and turn 1 for the CPU
+            from turn_memory.compaction.manual import compact_now, compact_region
         if method == "compact.now":
             assert isinstance(params, CompactNowParams)
             session = self._session(params.sessionId)

@@ -44,12 +44,12 @@ def installed_template(host_runtime, tmp_path_factory, tm_cli) -> Path:
     """One DSH home per host with turn-memory installed (pnpm runs once per host per test session)."""
     root = tmp_path_factory.mktemp(f"dsh-template-{host_runtime.host}") / "home"
     home = DshHome(root, host_runtime, "http://127.0.0.1:9").create()
-    home.install_turn_memory(cli=tm_cli)
-    # TEMP until the installer seeds the shim's declarations cache (issue 14): one boot lets
-    # the shim cache the memory tools, so turn 1's first request already offers them
-    home.run([{"sleepMs": 1500}])
-    for left in ("sessions", "storages", "logs"):
-        shutil.rmtree(root / left, ignore_errors=True)
+    # the scripted turns are a few hundred tokens, below the default turns.minTurnTokens:
+    # these tests are about compressing them; and their workers are scripted per turn, so a
+    # backlog that timing happens to form gets one worker per turn (the policy's and the
+    # batch's own tests restore the defaults). The installer seeds the shim's declarations
+    # cache: turn 1's first request offers the memory tools without a warm-up boot
+    home.install_turn_memory("--set", "turns.minTurnTokens=0", "--set", "turns.batchTurns=1", cli=tm_cli)
     return root
 
 

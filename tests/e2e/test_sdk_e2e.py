@@ -20,14 +20,17 @@ def sdk_home(host_runtime, fake, tmp_path) -> DshHome:
         pytest.skip(f"not applicable on DSH {host_runtime.version} ({host_runtime.host}): the official Python SDK "
                     "drives the 0.2 runtime only")
     home = DshHome(tmp_path / "home", host_runtime, fake.base_url, profile="sdk").create()
-    home.install_turn_memory()
+    home.install_turn_memory("--set", "turns.minTurnTokens=0")  # the scripted turns are tiny
     return home
 
 
 def test_sdk_sessions_are_compressed_and_resume(sdk_home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after resuming. THIRD-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
-    out = sdk_home.run_sdk([{"tasks": [TASK_1, "Second task: add a regression test."]},
+    fake.add_rule(IS_WORKER, reply=FINISH, times="always")  # turn 2's workers keep it as it is
+    # the script lingers after its turns (as a script doing other work would): DSH closing the
+    # runtime drains its subagents, which aborts a worker still running (it is retried at the next start)
+    out = sdk_home.run_sdk([{"tasks": [TASK_1, "Second task: add a regression test."], "linger_s": 3},
                             {"resume": True, "tasks": ["Third task, in a new SDK runtime."]}])
     first, second = out["runs"]
     assert first["session"] == second["session"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 import subprocess
 import sys
 import urllib.error
@@ -507,3 +508,17 @@ def test_request_log_records_protocol_and_view(tmp_path) -> None:
     assert messages["protocol"] == "messages" and messages["path"] == "/v1/messages"
     assert messages["body"]["messages"][0]["content"][0]["text"] == "via messages"
     assert messages["view"]["messages"][1] == {"role": "user", "content": "via messages"}
+
+
+def test_model_latency_delays_the_first_byte_and_paces_the_stream() -> None:
+    # 400 output tokens at 2000 tok/s stream for about 0.2 s, after a 0.3 s first byte
+    with FakeModel([{"text": "x" * 1600}], ttfb_ms=300, tokens_per_s=2000) as fake:
+        started = time.monotonic()
+        status, _, raw = post(fake, turn_body())
+        took = time.monotonic() - started
+    assert status == 200 and content_of(sse(raw)) == "x" * 1600
+    assert took >= 0.5  # lower bounds only: a busy machine may add, never remove
+    with FakeModel([{"text": "x" * 1600, "delay_ms": 1}]) as fake:  # no latency unless asked
+        started = time.monotonic()
+        post(fake, turn_body())
+        assert time.monotonic() - started < took

@@ -482,3 +482,42 @@ def test_desktop_install_rewrites_preset_and_restores(desktop_world: World) -> N
     assert patchyaml.canonical(w.dump()) == patchyaml.canonical(original_tree)
     assert w.patch_file.read_bytes() == original_bytes
     assert w.plugin_calls()[-1] == ["plugin", "--profile", "desktop", "remove", "dsh-turn-memory"]
+
+
+# ---- the shim's declarations cache ------------------------------------------------------------
+
+
+def _handshake_declarations(policy: dict) -> dict:
+    """What the engine's handshake declares for `policy`, in the JSON the shim caches."""
+    import asyncio
+
+    from turn_memory.bridge.protocol import HelloParams
+    from turn_memory.bridge.server import Peer
+    from turn_memory.engine import Engine
+
+    hello = HelloParams(protocol=1, dshVersion="0.1.0-rc.8", dialect="rc8", secret="s", pid=1,
+                        checkpointSource={"kind": "plugin", "plugin": "compact", "compactionId": "probe"}, config=policy)
+
+    async def shake():
+        return Engine().on_hello(Peer(b"p"), hello)
+
+    result = asyncio.run(shake()).model_dump(mode="json", exclude_none=True)
+    return {"publicTools": result["publicTools"], "contextSections": result["contextSections"]}
+
+
+@pytest.mark.parametrize("policy", [{}, {"sessionHistory": {"enabled": False}}], ids=["default", "history-off"])
+def test_install_seeds_the_shims_declarations_with_what_the_handshake_declares(bundle_world: World, policy: dict) -> None:
+    # a fresh install's first DSH start must register the memory tools before its first
+    # request: a tool list that changes mid-session breaks the provider's cached prefix
+    w = bundle_world
+    out: list[str] = []
+    assert install(w.options(out, extra_config=policy)) == 0, "\n".join(out)
+    cache = w.home / "turn-memory" / "declared.json"
+    assert json.loads(cache.read_text(encoding="utf-8")) == _handshake_declarations(policy)
+    names = [t["name"] for t in json.loads(cache.read_text(encoding="utf-8"))["publicTools"]]
+    assert ("read_session_history" in names) == (policy == {})
+    # byte-for-byte what the shim's JSON.stringify writes: its first handshake rewrites nothing
+    assert cache.read_text(encoding="utf-8") == json.dumps(json.loads(cache.read_text(encoding="utf-8")),
+                                                           ensure_ascii=False, separators=(",", ":"))
+    assert "declared :" in "\n".join(out)
+

@@ -33,6 +33,12 @@ FOLD_SEGMENT = [("replace_session_memory", {"expected_revision": 0, "from": "P1"
     {"role": "assistant", "content": "CKPT-ASSISTANT: parse() fixed."}]}), ("finish_session_segment", {})]
 
 
+
+def config(policy: dict | None = None) -> EngineConfig:
+    # the builders' turns are a few hundred tokens: compress them (the policy has its own
+    # tests), one worker per turn of the backlog (batching has its own tests)
+    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "batchTurns": 1}, **(policy or {})})
+
 class HostEngine(Engine):
     """The real engine, its port and config bound to one in-memory host."""
 
@@ -129,7 +135,7 @@ def run(coro):
 
 def test_a_ready_job_does_not_hold_the_queue_and_one_prestep_lands_every_ready_turn_oldest_first():
     host = backlog_host(pressure=False)
-    engine = HostEngine(host, EngineConfig())
+    engine = HostEngine(host, config())
     workers = Workers(host, engine)
 
     async def scenario():
@@ -148,7 +154,7 @@ def test_a_ready_job_does_not_hold_the_queue_and_one_prestep_lands_every_ready_t
 
 def test_below_the_threshold_the_prestep_does_not_wait_for_the_queue():
     host = backlog_host(pressure=False)
-    engine = HostEngine(host, EngineConfig())
+    engine = HostEngine(host, config())
     workers = Workers(host, engine, gated={1})
 
     async def scenario():
@@ -171,7 +177,7 @@ def test_below_the_threshold_the_prestep_does_not_wait_for_the_queue():
 
 def test_at_pressure_the_prestep_waits_for_the_rewrite_in_flight_and_no_longer():
     host = backlog_host(pressure=True)
-    engine = HostEngine(host, EngineConfig())
+    engine = HostEngine(host, config())
     workers = Workers(host, engine, gated={1, 2, 3})
 
     async def scenario():
@@ -200,7 +206,7 @@ def test_at_pressure_the_prestep_waits_for_the_rewrite_in_flight_and_no_longer()
 
 def test_at_pressure_a_rewrite_that_stays_in_flight_is_waited_for_only_rewrite_wait_s():
     host = backlog_host(pressure=True)
-    engine = HostEngine(host, EngineConfig.model_validate({"compaction": {"rewriteWaitS": 0.3}}))
+    engine = HostEngine(host, config({"compaction": {"rewriteWaitS": 0.3}}))
     workers = Workers(host, engine, gated={1})
 
     async def scenario():
@@ -220,7 +226,7 @@ def test_at_pressure_a_rewrite_that_stays_in_flight_is_waited_for_only_rewrite_w
 
 def test_the_landing_barrier_keeps_the_next_request_carrying_the_previous_turn():
     host = backlog_host(pressure=False)
-    engine = HostEngine(host, EngineConfig.model_validate({"turns": {"landingBarrier": True}}))
+    engine = HostEngine(host, config({"turns": {"minTurnTokens": 0, "batchTurns": 1, "landingBarrier": True}}))
     workers = Workers(host, engine, gated={1})
 
     async def scenario():

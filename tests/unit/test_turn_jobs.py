@@ -24,7 +24,8 @@ FINISH = ("finish_turn_compression", {})
 
 
 def config(**turns) -> EngineConfig:
-    return EngineConfig.model_validate({"turns": turns})
+    # the builders' turns are a few hundred tokens: compress them (the policy has its own tests)
+    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, **turns}})
 
 
 def one_turn_host(dialect=RC8, shape: Shape | None = None) -> FakeHost:
@@ -131,6 +132,29 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
     assert [s["mode"] for s in started] == ["fork", "spawn"]
     assert "r1" in started[1]["prompt"]  # the spawn starts from the editor's current catalog
     assert [host.log.message_of(s)["role"] for s in turn_nodes(host.log, 1)] == ["user", "user", "assistant"]
+
+
+def test_the_fixed_instructions_are_the_workers_system_prompt_and_the_task_holds_only_the_turn():
+    # the worker's request is [its tools][its system prompt][inherited conversation][task]:
+    # only what precedes the changing conversation can hit the provider's prefix cache, so
+    # the instructions live in the system prompt, identical for every worker of every turn
+    host, service, cfg = one_turn_host(), TurnService(), config(workerAttempts=1)
+    first = ("replace_turn_nodes", {"from": "n3", "to": "n4", "nodes": [{"role": "assistant", "content": "Ran tests."}]})
+    started = attach_workers(host, service, [WorkerScript([first], stop="completed"), WorkerScript([FINISH])])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await service.drained(SESSION, 5)
+
+    run(scenario())
+    fork, spawn = started
+    assert fork["persona"] == spawn["persona"]
+    for fixed in ("## What to produce", "Rules the host enforces", "## How to work", "operational payload"):
+        assert fixed in fork["persona"]
+        assert fixed not in fork["prompt"] and fixed not in spawn["prompt"]
+    assert "turn 1" not in fork["persona"]  # nothing of this turn in what every worker shares
+    assert "memory editor for turn 1 of" in fork["prompt"] and "- n1 · user" in fork["prompt"]
+    assert len(fork["prompt"]) < len(fork["persona"])
 
 
 def test_workers_without_progress_exhaust_the_budget_and_the_turn_stays_raw():

@@ -23,11 +23,10 @@ import logging
 import re
 from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass
-from typing import Any, AsyncContextManager, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable
 
 from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.bridge.server import RemoteError
-from turn_memory.compaction.manual import Rewrites, run_transaction
 from turn_memory.compaction.policy import Pressure, select_pressure_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.mirror import MirroredSession
@@ -36,6 +35,9 @@ from turn_memory.host.tokens import js_len
 from turn_memory.host.turns import LANDING_STEP
 from turn_memory.landing.port import HostPort
 from turn_memory.workers import WorkerRegistry
+
+if TYPE_CHECKING:  # the module itself is imported on first use (see _compact)
+    from turn_memory.compaction.manual import Rewrites
 
 log = logging.getLogger("turn_memory.compaction")
 
@@ -273,6 +275,9 @@ class CompactionService:
             return None
         try:
             async with session.job_lock:
+                # imported on first use: the engine's start-up imports compete with DSH's boot
+                from turn_memory.compaction.manual import run_transaction
+
                 return await run_transaction(session, port, config, agent, selection, None, turn, self._workers)
         except RemoteError as exc:  # closed cleanly with the error; the turn goes on
             log.warning("session %s turn %d: automatic compaction failed: %s", session.id, turn, exc.info.message)

@@ -84,8 +84,8 @@ REPLY_KEYS = {
     "status",            # non-2xx HTTP status -> the protocol's error JSON instead of a stream
     "error",             # {"message", "type", "code"?} for status replies, sent as the body's "error"
     "context_overflow",  # True -> 400 "maximum context length" (DSH: CONTEXT_WINDOW_EXCEEDED)
-    "delay_ms",          # wait before answering (headers included)
-    "chunk_delay_ms",    # wait between SSE events
+    "delay_ms",          # wait before answering (headers included); replaces the model's ttfb_ms
+    "chunk_delay_ms",    # wait between SSE events; replaces the model's tokens_per_s
     "prompt_tokens",     # prompt size (default: ~len(json(messages)) / 4); Messages: input + cache read
     "completion_tokens",
     "cached_tokens",     # of prompt_tokens, cache hits (default 0): prompt_cache_hit_tokens / cache_read_input_tokens
@@ -352,8 +352,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "message": "body is not JSON", "type": "invalid_request_error"}}))
             return
         req, reply = self.server.fake._dispatch(self.path, dict(self.headers.items()), body, protocol)
-        if reply.get("delay_ms"):
-            time.sleep(reply["delay_ms"] / 1000)
+        wait_ms = reply.get("delay_ms") or self.server.fake.ttfb_ms  # a reply's own delay replaces the model's
+        if wait_ms:
+            time.sleep(wait_ms / 1000)
         status = 400 if reply.get("context_overflow") else int(reply.get("status") or 200)
         if status != 200:
             self._send_json(status, _WIRES[protocol].error_body(status, reply))
@@ -367,14 +368,19 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")  # body ends at EOF; no chunked framing needed
         self.end_headers()
         self.close_connection = True
-        frames = _WIRES[req.protocol].sse_frames(req.body.get("model", "fake-model"), reply,
-                                                 reply_usage(req, reply), self.server.fake.chunk_size)
+        usage = reply_usage(req, reply)
+        frames = list(_WIRES[req.protocol].sse_frames(req.body.get("model", "fake-model"), reply, usage,
+                                                      self.server.fake.chunk_size))
+        pause_s = (reply["chunk_delay_ms"] / 1000) if reply.get("chunk_delay_ms") else 0.0
+        if not pause_s and self.server.fake.tokens_per_s:
+            # the model's streaming rate: the reply's output tokens spread over its frames
+            pause_s = usage["completion_tokens"] / self.server.fake.tokens_per_s / len(frames)
         try:
             for frame in frames:
                 self.wfile.write(frame)
                 self.wfile.flush()
-                if reply.get("chunk_delay_ms"):
-                    time.sleep(reply["chunk_delay_ms"] / 1000)
+                if pause_s:
+                    time.sleep(pause_s)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client aborted (DSH cancels on interrupt); nothing to clean up
 
@@ -418,8 +424,14 @@ class FakeModel:
 
     def __init__(self, script: Any = None, port: int = 0, *, host: str = "127.0.0.1",
                  responder: Responder | None = None, log_path: str | Path | None = None,
-                 chunk_size: int = 16, verbose: bool = False) -> None:
+                 chunk_size: int = 16, verbose: bool = False, ttfb_ms: float = 0.0,
+                 tokens_per_s: float | None = None) -> None:
+        """`ttfb_ms` / `tokens_per_s`: a model that answers after that long and streams at that
+        rate (output tokens as `reply_usage` counts them), for every reply without its own
+        `delay_ms` / `chunk_delay_ms`. Requests are served concurrently, each on its own clock."""
         self.script = Script.load(script)
+        self.ttfb_ms = ttfb_ms
+        self.tokens_per_s = tokens_per_s
         self.responder = responder
         self.log_path = Path(log_path) if log_path else None
         self.chunk_size = chunk_size
@@ -576,8 +588,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", help="JSON script (list = turn replies, or {turn,title,compaction,rules})")
     ap.add_argument("--log", help="append every request (and the reply chosen) as JSONL here")
     ap.add_argument("--verbose", action="store_true", help="log each HTTP request to stderr")
+    ap.add_argument("--ttfb-ms", type=float, default=0.0, help="answer every request after this long")
+    ap.add_argument("--tokens-per-s", type=float, default=None, help="stream every reply at this rate")
     args = ap.parse_args(argv)
-    fake = FakeModel(args.script, args.port, host=args.host, log_path=args.log, verbose=args.verbose)
+    fake = FakeModel(args.script, args.port, host=args.host, log_path=args.log, verbose=args.verbose,
+                     ttfb_ms=args.ttfb_ms, tokens_per_s=args.tokens_per_s)
     fake.start()
     print(f"fake-model listening on {fake.base_url}", flush=True)
     fake.serve_forever()

@@ -13,7 +13,8 @@ from typing import Any
 
 from turn_memory.devtools.fake_model import FakeRequest
 
-_NODE = re.compile(r"^- (n\d+|r\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
+#: a catalog line; a backlog compressed by one worker prefixes every id with its turn (`t4.n1`)
+_NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
 _SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (.*)$", re.M)
 
 
@@ -44,19 +45,24 @@ def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _turn_worker(req: FakeRequest) -> dict[str, Any]:
-    if _last_tool_result(req).startswith("Accepted:"):
+    if _last_tool_result(req).startswith("Accepted"):
         return _call("finish_turn_compression", {})
-    nodes = _NODE.findall(_task(req))
-    if not nodes:
+    turns: dict[str, list[tuple[str, str, str, str]]] = {}
+    for node in _NODE.findall(_task(req)):
+        turns.setdefault(node[0].rpartition(".")[0], []).append(node)
+    calls = []
+    for nodes in turns.values():  # each turn of a batch on its own
+        human = next((p for _, role, kind, p in nodes if role == "user" and kind.strip() == "human"), nodes[0][3])
+        answer = next((p for _, role, _, p in reversed(nodes) if role == "assistant"), "")
+        if len(nodes) <= 2 and not any("raw reasoning" in kind for _, _, kind, _ in nodes):
+            continue  # already as short as it usefully gets
+        calls.append({"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
+            {"role": "user", "content": human.strip()},
+            {"role": "assistant", "content": answer.strip() or "Done."},
+        ]}})
+    if not calls:
         return _call("finish_turn_compression", {})
-    human = next((preview for _, role, kind, preview in nodes if role == "user" and kind.strip() == "human"), nodes[0][3])
-    answer = next((preview for _, role, _, preview in reversed(nodes) if role == "assistant"), "")
-    if len(nodes) <= 2 and "raw reasoning" not in _task(req):
-        return _call("finish_turn_compression", {})
-    return _call("replace_turn_nodes", {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
-        {"role": "user", "content": human.strip()},
-        {"role": "assistant", "content": answer.strip() or "Done."},
-    ]})
+    return {"tool_calls": calls}
 
 
 def _session_worker(req: FakeRequest) -> dict[str, Any]:

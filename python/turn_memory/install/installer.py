@@ -347,9 +347,39 @@ def _install(ctx: Context) -> int:
         ctx.say("verdict: FAILED -- rolling back")
         _rollback(ctx, backups, added_by_us)
         return 2
+    _write_declarations(ctx, row)
     ctx.say(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine "
             f"({', '.join(plan.layout.locations)}); start a new DSH session to use it")
     return 0
+
+
+def _write_declarations(ctx: Context, row: dict[str, Any]) -> None:
+    """Seed the shim's declarations cache with what the engine's handshake will declare.
+
+    The shim registers the cached public tools as soon as an agent is created; without the
+    cache, a fresh install's first DSH start sends its first requests without them and then
+    changes the tool list, which breaks the provider's whole cached prompt prefix once.
+    """
+    from pydantic import ValidationError
+
+    from turn_memory.config import EngineConfig
+    from turn_memory.memory_tools.catalog import declarations_cache
+    from turn_memory.prompts import PromptError
+
+    path = ctx.paths.tarball_dir / L.DECLARED_CACHE
+    try:
+        config = EngineConfig.model_validate({k: v for k, v in row["config"].items() if k != "engine"})
+        cache = declarations_cache(config)
+    except (ValidationError, PromptError) as err:
+        ctx.say(f"  declared : not written ({str(err).splitlines()[0]}); the first DSH start registers the "
+                "memory tools after the engine's handshake")
+        return
+    # byte-identical to what the shim writes (JSON.stringify), so its first handshake changes nothing
+    text = json.dumps(cache, ensure_ascii=False, separators=(",", ":"))
+    if read_text(path) != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, text)
+    ctx.say(f"  declared : {path} ({len(cache['publicTools'])} memory tools, registered from the first request)")
 
 
 def _allow_shim_build_rule(ctx: Context) -> None:

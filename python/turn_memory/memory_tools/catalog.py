@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import reminder as continuation_reminder
@@ -11,7 +11,8 @@ from turn_memory.continuation import state as continuation_state
 from turn_memory.continuation import tool as continuation_tool
 from turn_memory.host.mirror import MirroredSession
 from turn_memory.memory_tools import read_image, session_history
-from turn_memory.memory_tools.registry import PublicTool
+from turn_memory.bridge.protocol import ToolSpec
+from turn_memory.memory_tools.registry import PublicTool, PublicTools
 from turn_memory.workers import SharedTool
 
 
@@ -37,3 +38,18 @@ def context_sections() -> list[ContextSection]:
     # one Reminders per engine: it remembers what this process already answered
     return [ContextSection(continuation_state.SECTION, continuation_reminder.Reminders().render,
                            continuation_reminder.enabled)]
+
+
+def declared(config: EngineConfig, tools: PublicTools, contexts: list[ContextSection]) -> tuple[list[ToolSpec], list[str]]:
+    """What the handshake declares for the shim to register on every user agent: the public
+    tools' specs and the names of the runtime-context sections this config enables."""
+    return tools.specs(config), [c.name for c in contexts if c.enabled(config)]
+
+
+def declarations_cache(config: EngineConfig) -> dict[str, Any]:
+    """The shim's declarations cache (`$DSH_HOME/turn-memory/declared.json`) for this config,
+    exactly as the shim writes it after a handshake: the installer writes it, so the first
+    DSH start after an install registers the public tools before its first request and the
+    tool list (the head of every cached prompt prefix) never changes mid-session."""
+    specs, sections = declared(config, PublicTools(public_tools()), context_sections())
+    return {"publicTools": [s.model_dump(mode="json", exclude_none=True) for s in specs], "contextSections": sections}

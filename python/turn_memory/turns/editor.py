@@ -72,13 +72,15 @@ def split_positions(first: int, last: int, parts: int) -> list[tuple[int, int]]:
 
 
 class TurnNodeEditor:
-    def __init__(self, turn: int, originals: Sequence[OriginalNode]):
+    def __init__(self, turn: int, originals: Sequence[OriginalNode], id_prefix: str = ""):
         if not originals:
             raise ValueError("a turn with no surface nodes cannot be edited")
         self.turn = turn
         self.originals = list(originals)
+        #: prepended to every id (`t4.n1`) when one worker edits several turns at once
+        self.id_prefix = id_prefix
         self.nodes: list[WorkingNode] = [
-            WorkingNode(f"n{o.index + 1}", o.role, o.text, o, o.sources, (o.index, o.index), o.result_for)
+            WorkingNode(f"{id_prefix}n{o.index + 1}", o.role, o.text, o, o.sources, (o.index, o.index), o.result_for)
             for o in originals
         ]
         self._next_r = 1
@@ -132,7 +134,7 @@ class TurnNodeEditor:
         sources = tuple(sorted({s for node in selected for s in node.sources}))
         answers = selected[0].result_for if outputs[0].role == "tool" else None
         new_nodes = [
-            WorkingNode(f"r{self._next_r + k}", out.role, out.text, None, sources, sl, answers)
+            WorkingNode(f"{self.id_prefix}r{self._next_r + k}", out.role, out.text, None, sources, sl, answers)
             for k, (out, sl) in enumerate(zip(outputs, split_positions(first, last, len(outputs))))
         ]
         candidate = self.nodes[:i] + new_nodes + self.nodes[j + 1:]

@@ -18,6 +18,15 @@ workers, model requests, time and outcome.
 
 A finished job's validated working surface is kept in a sidecar file (`turns.results`) until
 it lands, so a restart lands it without running workers again.
+
+A turn the eligibility policy finds not worth a worker gets the no-op marker at turn/end
+instead, and no job work. A job may carry a batch: later turns that were already queued
+when it started (a backlog). Its workers edit every turn that needs one, each in its own
+editor (ids prefixed with the turn); each turn keeps its own pending marker, sidecar,
+landing and report line, exactly as if it had had its own worker. A turn restored from its
+sidecar never joins the batch's worker. The job's bounds and progress are the worker run's
+as a whole: requests and time over all its workers, and a worker progressed only when the
+combined shape of all the batch's editors is new and not one a finish was refused on.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from turn_memory.config import TurnConfig
 from turn_memory.hints.section import hints_text
@@ -37,13 +46,13 @@ from turn_memory.host.surface import SessionLog
 from turn_memory.landing.land import LandingError, LogKeptMoving, Plan, land, validate
 from turn_memory.landing.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
-from turn_memory.turns import landing as landing_
+from turn_memory.turns import eligibility, landing as landing_
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.markers import marker_of
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.results import ResultStore, make_record, stale_reason
-from turn_memory.turns.tools import FINISH, ToolError, WorkerTools, catalog, tool_specs
+from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
 from turn_memory.workers import ToolAnswer
 
 log = logging.getLogger("turn_memory.turns")
@@ -96,8 +105,14 @@ class TurnJob:
     hints: list[Hint] = field(default_factory=list)
     #: the pending-marker task started when the turn was queued
     marking: "asyncio.Task[None] | None" = None
-    _tools: WorkerTools | None = None
-    #: working-surface shapes a finish was refused on: restating one is no progress
+    _tools: WorkerTools | BatchTools | None = None
+    #: the turns this job's workers compress: its own and any batched ones that need one
+    _todo: list["TurnJob"] = field(default_factory=list)
+    #: the turns of the batch this job's turn was compressed with (empty: on its own)
+    batch_turns: list[int] = field(default_factory=list)
+    #: a worker of this job's run had its finish accepted
+    _worker_finished: bool = False
+    #: (combined) working-surface shapes a finish was refused on: restating one is no progress
     _refused: set[Any] = field(default_factory=set)
     _started: float = 0.0
 
@@ -135,17 +150,20 @@ class TurnJob:
             self._stop("skipped")
             return
         originals = original_nodes(self.session.log, positions)
-        if not any(o.role == "assistant" and o.text.strip() for o in originals):
-            # nothing the model said survives in the turn: no worker can produce a user -> assistant
-            # turn without inventing one (D-008); record "seen" with a content-identical marker
-            log.info("%s: no assistant transcript; no-op marker, no worker", self.where)
+        verdict = eligibility.decide(originals, map(self.session.log.message_of, positions), self.config,
+                                     handoff=self.turn in self.session.handoffs.requests)
+        if not verdict.eligible:
+            # a turn not worth a worker, or one no worker could rewrite into a user -> assistant
+            # turn without inventing one (D-008), is recorded "seen" with a content-identical
+            # marker: the model's requests do not change at all
+            log.info("%s: %s; no-op marker, no worker", self.where, verdict.reason)
             try:
                 await land(self.session, self.port, lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
                 self.landing = "landed"
             except LandingError as exc:
                 log.warning("%s: marker landing refused: %s", self.where, exc)
                 self.landing = f"refused: {exc}"
-            self._stop("no-op (no assistant transcript)")
+            self._stop(f"no-op ({verdict.reason})")
             return
         if marker_of(self.session.log.events[positions[0]]) is None:
             try:
@@ -154,30 +172,84 @@ class TurnJob:
                 log.warning("%s: pending marker refused (%s); compressing anyway", self.where, exc)
 
     # -- the whole job -----------------------------------------------------------------
-    async def run(self) -> None:
-        self._started = time.monotonic()
+    async def run(self, batch: Sequence["TurnJob"] = ()) -> None:
+        """Compress this turn and the `batch` of later queued turns (the turn service claimed
+        them off the queue) with one worker run.
+
+        The workers run on behalf of every turn that needs one (this job's own turn may be
+        a no-op, skipped or restored); each turn keeps its own editor, pending marker,
+        sidecar, landing and report line."""
+        group = [self, *batch]
+        started = time.monotonic()
+        for job in group:
+            job._started = started
         try:
-            if self.marking is not None:
-                await self.marking
-            else:
-                await self.mark()
-            if not self.ready.is_set():
-                await self._run()
+            for job in group:  # the pending markers (or no-ops), started at turn/end
+                if job.marking is not None:
+                    await job.marking
+                else:
+                    await job.mark()
+            await self._run(group)
         finally:
-            if not self.ready.is_set():  # gave up, or crashed: nothing will land
-                self._stop("stopped")
-            self._report()
+            for job in group:
+                if not job.ready.is_set():  # gave up, or crashed: nothing will land
+                    job._stop("stopped")
+                job._report()
 
     def _report(self) -> None:
         modes = f" ({', '.join(self.worker_modes)})" if self.worker_modes else ""
-        log.info("%s: job %s: %d worker(s)%s, %d model request(s), %.1fs", self.where, self.outcome,
-                 len(self.workers), modes, self.requests, time.monotonic() - self._started)
+        batch = (f" (one worker run for turns {', '.join(map(str, self.batch_turns))}: workers, requests and time "
+                 "are the batch's)" if len(self.batch_turns) > 1 else "")
+        log.info("%s: job %s: %d worker(s)%s, %d model request(s), %.1fs%s", self.where, self.outcome,
+                 len(self.workers), modes, self.requests, time.monotonic() - self._started, batch)
 
-    async def _run(self) -> None:
+    async def _run(self, group: list["TurnJob"]) -> None:
+        todo = [job for job in group if not job.ready.is_set() and await job._setup()]
+        if not todo:
+            return
+        if len(todo) > 1:
+            # one worker, several turns: ids carry their turn so no call can mix them up
+            for job in todo:
+                job.editor = TurnNodeEditor(job.turn, job.editor.originals, id_prefix=f"t{job.turn}.")  # type: ignore[union-attr]
+            self._tools = BatchTools({job.turn: WorkerTools(job.editor, self.config.readLimitChars) for job in todo})  # type: ignore[arg-type]
+        else:
+            self._tools = WorkerTools(todo[0].editor, self.config.readLimitChars)  # type: ignore[arg-type]
+        self._todo = todo
+        turns = [job.turn for job in todo]
+        try:
+            why = await self._work()
+        finally:
+            # the worker run was on behalf of `todo`: its workers and requests are theirs (this
+            # job's own turn, when it needed none, ran no worker)
+            workers, modes, requests = list(self.workers), list(self.worker_modes), self.requests
+            if self not in todo:
+                self.workers, self.worker_modes, self.requests = [], [], 0
+            for job in todo:
+                job.workers, job.worker_modes, job.requests = list(workers), list(modes), requests
+                job.batch_turns = turns if len(todo) > 1 else []
+        if why is not None:
+            for job in todo:
+                job.outcome = f"gave up: {why}; the turn stays raw (pending, retried on the next start)"
+                log.warning("%s: %s", job.where, job.outcome)
+                job._stop(job.outcome)
+            return
+        for job in todo:
+            job.finished = True
+            log.info("%s: finished by worker %d (%s)%s; %d -> %d nodes; landing at the next pre-step", job.where,
+                     len(workers), ", ".join(modes),
+                     f" with turns {', '.join(map(str, turns))}" if len(todo) > 1 else "",
+                     len(job.positions), len(job.editor.nodes))  # type: ignore[union-attr]
+            job.outcome = "finished; landing at the next landing point"
+            job._save()
+            job.ready.set()
+
+    async def _setup(self) -> bool:
+        """Make this turn ready for a worker (editor, hints); False when it needs none: skipped,
+        or its compression restored from the sidecar (then it is ready to land)."""
         positions = self._prepare()
         if positions is None:
             self._stop("skipped")
-            return
+            return False
         originals = original_nodes(self.session.log, positions)
         self.positions = positions
         if self._restore(originals):
@@ -185,21 +257,10 @@ class TurnJob:
             self.outcome = "restored its finished compression from the sidecar file (no worker); landing at the next " \
                            "landing point"
             self.ready.set()
-            return
+            return False
         self.editor = TurnNodeEditor(self.turn, originals)
-        self._tools = WorkerTools(self.editor, self.config.readLimitChars)
         self.hints = await self._take_hints()
-        why = await self._work()
-        if why is not None:
-            self.outcome = f"gave up: {why}; the turn stays raw (pending, retried on the next start)"
-            log.warning("%s: %s", self.where, self.outcome)
-            self._stop(self.outcome)
-            return
-        log.info("%s: finished by worker %d (%s); %d -> %d nodes; landing at the next pre-step", self.where,
-                 len(self.workers), ", ".join(self.worker_modes), len(self.positions), len(self.editor.nodes))
-        self.outcome = "finished; landing at the next landing point"
-        self._save()
-        self.ready.set()
+        return True
 
     def _prepare(self) -> list[int] | None:
         """Re-read the current surface: the turn's nodes, or None (logged) when it cannot be compressed."""
@@ -270,11 +331,30 @@ class TurnJob:
             self.results.delete(self.session.id, self.turn, why)
 
     # -- workers -----------------------------------------------------------------------
+    def _shape(self) -> tuple[Any, ...]:
+        """The combined working surface of every turn the workers edit."""
+        return tuple(job.editor.shape() for job in self._todo)  # type: ignore[union-attr]
+
+    def _revision(self) -> int:
+        return sum(job.editor.revision for job in self._todo)  # type: ignore[union-attr]
+
+    @property
+    def _run_where(self) -> str:
+        """Where the worker run's own log lines point: its turn, or every turn of its batch."""
+        turns = [job.turn for job in self._todo]
+        if len(turns) == 1:
+            return self._todo[0].where
+        return f"session {self.session.id} turns {', '.join(map(str, turns))}"
+
     async def _work(self) -> str | None:
-        """Run workers until one finishes (None) or a bound is reached (why it gave up)."""
-        assert self.editor is not None
+        """Run workers until one finishes (None) or a bound is reached (why it gave up). The
+        bounds are the whole run's, over every turn of the batch."""
+        assert self._todo
         cfg = self.config
-        seen = {self.editor.shape()}
+        where = self._run_where
+        turns = [job.turn for job in self._todo]
+        label = f"turn-memory turn {turns[0]}" if len(turns) == 1 else f"turn-memory turns {turns[0]}-{turns[-1]}"
+        seen = {self._shape()}
         no_progress = 0
         deadline = time.monotonic() + cfg.jobTimeoutS
         while True:
@@ -295,7 +375,7 @@ class TurnJob:
             try:
                 prompt = self._prompt(mode)
             except PromptError as exc:
-                log.error("%s: prompt failed: %s", self.where, exc)
+                log.error("%s: prompt failed: %s", where, exc)
                 return f"the prompt failed: {exc}"
             max_requests = min(cfg.maxWorkerRequests, budget)
             self.current_worker = worker_id
@@ -303,7 +383,7 @@ class TurnJob:
                 outcome = await self.port.run_worker(self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
                     "persona": render_prompt("turn-worker-system", {}), "tools": tool_specs(),
-                    "maxRequests": max_requests, "label": f"turn-memory turn {self.turn}",
+                    "maxRequests": max_requests, "label": label,
                 }, min(cfg.workerTimeoutS, left))
             except Exception as exc:  # transport, timeout, host refusal: a failed worker
                 outcome = {"stop": "error", "detail": str(exc)}
@@ -311,42 +391,47 @@ class TurnJob:
                 self.current_worker = None
             used = outcome.get("requests") if isinstance(outcome, dict) else None
             self.requests += min(used, max_requests) if isinstance(used, int) and used >= 0 else max_requests
-            if self.finished:
+            if self._worker_finished:
                 return None
-            shape = self.editor.shape()
+            shape = self._shape()
             progressed = shape not in seen and shape not in self._refused
             seen.add(shape)
             no_progress = 0 if progressed else no_progress + 1
             stop = outcome.get("stop") if isinstance(outcome, dict) else outcome
             if isinstance(outcome, dict) and outcome.get("detail"):
                 stop = f"{stop}: {outcome['detail']}"
-            log.info("%s: worker %s (%s) ended without a finish (%s); %s", self.where, worker_id, mode, stop,
+            log.info("%s: worker %s (%s) ended without a finish (%s); %s", where, worker_id, mode, stop,
                      "it made progress, continuing" if progressed else
                      f"no progress ({no_progress}/{cfg.workerAttempts})")
 
     def _prompt(self, mode: str) -> str:
-        assert self.editor is not None
+        todo = self._todo
+        editors = [job.editor for job in todo]
+        images = [m for e in editors for m in e.image_markers()]  # type: ignore[union-attr]
+        hints = [h for job in todo for h in job.hints]
+        turns = [str(job.turn) for job in todo]
         return render_prompt(
             "turn-compression",
-            {"turn": str(self.turn), "node_count": str(len(self.editor.nodes)),
-             "catalog": catalog(self.editor, previews=True), "hints": hints_text(self.hints),
-             "images": "\n".join(self.editor.image_markers())},
-            {"spawn": mode == "spawn", "continuing": self.editor.revision > 0, "hints": bool(self.hints),
-             "images": bool(self.editor.image_markers())},
+            {"turn": turns[0], "turns": ", ".join(turns[:-1]) + f" and {turns[-1]}" if len(turns) > 1 else turns[0],
+             "node_count": str(sum(len(e.nodes) for e in editors)),  # type: ignore[union-attr]
+             "catalog": "\n\n".join(catalog(e, previews=True) for e in editors),  # type: ignore[arg-type]
+             "hints": hints_text(hints), "images": "\n".join(images)},
+            {"single": len(todo) == 1, "batch": len(todo) > 1, "spawn": mode == "spawn",
+             "continuing": self._revision() > 0, "hints": bool(hints), "images": bool(images)},
         )
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
         """A worker's tool call, routed here by the engine."""
-        if self._tools is None or worker_id != self.current_worker or self.finished:
+        if self._tools is None or worker_id != self.current_worker or self._worker_finished:
             return ToolAnswer("this worker is no longer active; stop now", is_error=True, conclude=True)
         try:
             text = self._tools.call(name, args)
         except ToolError as exc:
-            if name == FINISH and self.editor is not None:
-                self._refused.add(self.editor.shape())
+            if name == FINISH and self._todo:
+                self._refused.add(self._shape())
             return ToolAnswer(str(exc), is_error=True)
         if name == FINISH:
-            self.finished = True
+            self._worker_finished = True
             return ToolAnswer(text, conclude=True)
         return ToolAnswer(text)
 

@@ -74,6 +74,14 @@ class TurnQueue:
     def pending(self) -> list[int]:
         return list(self._pending)
 
+    def claim_following(self, turn: int, limit: int) -> list[int]:
+        """Take up to `limit` queued turns directly after `turn` (turn+1, turn+2, …) out of the
+        queue: the job of `turn`, starting now, compresses them with its one worker."""
+        claimed: list[int] = []
+        while len(claimed) < limit and self._pending and self._pending[0] == (claimed[-1] if claimed else turn) + 1:
+            claimed.append(self._pending.pop(0))
+        return claimed
+
     async def _drain_all(self) -> None:
         try:
             while self._pending:

@@ -97,18 +97,26 @@ class TurnService:
             await job.mark()
 
     async def _run(self, session_id: str, turn: int) -> None:
-        """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`."""
+        """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`.
+
+        Turns that completed while the previous job compressed (a backlog) join this job, up
+        to `turns.batchTurns`: one worker reads and rewrites them together, once (D-008).
+        They leave the queue (and `_to_run`) here; each still lands, and is reported, on its own."""
         job = self._to_run.pop((session_id, turn))
+        batch = [self._to_run.pop((session_id, t))
+                 for t in self.queues[session_id].claim_following(turn, job.config.batchTurns - 1)]
         try:
-            await job.run()
+            await job.run(batch)
         finally:
-            self._workers.remove(job.job_id)
-            if self.hints is not None:
-                self.hints.forget(session_id, turn)  # a job that never took them (skipped, no-op)
-            if job.done and self.jobs.get((session_id, turn)) is job:  # nothing waits to land (skipped, no-op, gave up)
-                del self.jobs[(session_id, turn)]
-            if not job.finished:
-                self.queues[session_id].forget(turn)  # a later recovery may retry it
+            for done in (job, *batch):
+                self._workers.remove(done.job_id)
+                if self.hints is not None:
+                    self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
+                key = (session_id, done.turn)
+                if done.done and self.jobs.get(key) is done:  # nothing waits to land (skipped, no-op, gave up)
+                    del self.jobs[key]
+                if not done.finished:
+                    self.queues[session_id].forget(done.turn)  # a later recovery may retry it
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.
@@ -189,7 +197,8 @@ class TurnService:
     def close(self) -> list["asyncio.Task[None]"]:
         """Cancel every drain and pending-marker task for good; returns them to await."""
         tasks = [t for t in (queue.cancel() for queue in self.queues.values()) if t is not None]
-        for job in self._to_run.values():
+        # a running job's batch left `_to_run` when it was claimed: its markers may still be pending
+        for job in {id(j): j for j in (*self._to_run.values(), *self.jobs.values())}.values():
             if job.marking is not None and not job.marking.done():
                 job.marking.cancel()
                 tasks.append(job.marking)

@@ -8,6 +8,8 @@ text and live in `prompts/turn-worker-tools.md`.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -177,3 +179,54 @@ class WorkerTools:
             raise ToolError(str(exc)) from None
         span = args.from_ if args.to in (None, args.from_) else f"{args.from_}..{args.to}"
         return f"Accepted: {span} -> {', '.join(new_ids)}.\n" + catalog(self.editor, previews=False)
+
+
+_PREFIXED = re.compile(r"^t(\d+)\.")
+
+
+@dataclass
+class BatchTools:
+    """The same four tools over several turns' editors, for one worker compressing a backlog.
+
+    Every id carries its turn (`t4.n1`, the editors' `id_prefix`); a call works on one turn's
+    nodes (a range never spans two turns, so each turn keeps its own shape and markers), and
+    the finish is accepted only when every turn would be.
+    """
+
+    tools: dict[int, WorkerTools]
+
+    def call(self, name: str, args: Any) -> str:
+        if name == "list_turn_nodes":
+            parse_args(ListArgs, args)
+            return "\n\n".join(catalog(t.editor, previews=True) for t in self.tools.values())
+        if name == FINISH:
+            parse_args(FinishArgs, args)
+            problems = [f"turn {turn}: {p}" for turn, t in self.tools.items() for p in t.editor.final_problems()]
+            if problems:
+                raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))
+            return "Accepted. The compressed turns will land; your work is done."
+        if name in ("read_turn_nodes", "replace_turn_nodes"):
+            return self._one_turn(args).call(name, args)
+        raise ToolError(f"unknown tool {name}")
+
+    def _one_turn(self, args: Any) -> WorkerTools:
+        """The turn every id of this call names (validation of the rest is the turn's own tool's)."""
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                return next(iter(self.tools.values()))  # its parse reports the broken arguments
+        ids = [v for k in ("from", "to") if isinstance(v := (args or {}).get(k), str)] if isinstance(args, dict) else []
+        if isinstance(args, dict) and isinstance(args.get("ids"), list):
+            ids += [v for v in args["ids"] if isinstance(v, str)]
+        turns = {int(m.group(1)) if (m := _PREFIXED.match(i)) else None for i in ids}
+        prefixes = ", ".join(f"t{turn}." for turn in self.tools)
+        if None in turns:
+            raise ToolError(f"node ids carry their turn here ({prefixes}): e.g. t{next(iter(self.tools))}.n1; "
+                            "call list_turn_nodes for the current ids")
+        if len(turns) > 1:
+            raise ToolError("one call works on one turn's nodes: replace or read each turn separately")
+        turn = turns.pop() if turns else next(iter(self.tools))
+        if turn not in self.tools:
+            raise ToolError(f"turn {turn} is not part of this job; its turns: {', '.join(map(str, self.tools))}")
+        return self.tools[turn]

@@ -1,0 +1,199 @@
+"""A DeepSeek-style prefix-cache price model over the requests a scripted model received.
+
+Pure and deterministic; the session benchmark (`bench/session_cost.py`) prices every request
+the `FakeModel` recorded with it. The model, and the approximations it makes:
+
+* **Tokens.** A request is serialized in a canonical order - its tools (name, description,
+  parameter schema, in the order sent), then its messages in order (the system prompt is the
+  leading message; role, text, reasoning, tool calls, tool-call ids) - and counted at
+  :data:`CHARS_PER_TOKEN` characters per token, the heuristic DSH's own token meter uses
+  (`turn_memory.host.tokens`). No real tokenizer: the ratios between two variants priced the
+  same way are what the model is for, not exact bills.
+* **Cache.** As DeepSeek's context cache: a request hits on the longest prefix it shares
+  with any earlier request, counted in whole units of :data:`BLOCK_TOKENS` tokens from the
+  start; everything after that misses. A unit is matched by a hash chain over the units
+  before it, so only an identical prefix from the very first token hits. Every request's
+  whole units join the cache right after it is priced, in arrival order (the provider's
+  cache fills within seconds; requests of one session are seconds apart). All requests share
+  one cache domain: DeepSeek caches per account, and the agent, its workers and the title
+  request all use the same key.
+* **Output.** The scripted reply's text, reasoning and tool calls (name + arguments), at the
+  same characters per token.
+* **Prices** (USD per million tokens): cache hit 0.028, miss 0.28, output 0.42.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+CHARS_PER_TOKEN = 4
+BLOCK_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens."""
+
+    hit: float = 0.028
+    miss: float = 0.28
+    output: float = 0.42
+
+
+DEEPSEEK = Prices()
+
+
+def tokens(text: str) -> int:
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content or []:
+        if not isinstance(part, Mapping):
+            continue
+        if part.get("type") == "text":
+            parts.append(str(part.get("text", "")))
+        elif part.get("type") == "image_url":
+            # an image is priced by a stable stand-in of its bytes, not its base64 length
+            url = str((part.get("image_url") or {}).get("url", ""))
+            parts.append(f"[image {hashlib.sha256(url.encode()).hexdigest()[:16]}]")
+        else:
+            parts.append(json.dumps(part, ensure_ascii=False))
+    return "".join(parts)
+
+
+def canonical_text(tools: Sequence[Mapping[str, Any]], messages: Sequence[Mapping[str, Any]]) -> str:
+    """One request as the text the cache sees: tools, then messages (system first), in order.
+
+    `tools` and `messages` are the OpenAI chat view (`FakeRequest.tools` / `.messages`), the
+    same for both DSH wire protocols.
+    """
+    out: list[str] = []
+    for tool in tools:
+        fn = tool.get("function", tool)
+        out.append(f"<tool>{fn.get('name', '')}\n{fn.get('description', '')}\n"
+                   f"{json.dumps(fn.get('parameters', {}), ensure_ascii=False)}\n")
+    for m in messages:
+        out.append(f"<|{m.get('role', '')}|>")
+        if m.get("reasoning_content"):
+            out.append(f"<think>{m['reasoning_content']}</think>")
+        out.append(_content_text(m.get("content")))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            out.append(f"<call {call.get('id', '')}>{fn.get('name', '')}({fn.get('arguments', '')})")
+        if m.get("tool_call_id"):
+            out.append(f"<result {m['tool_call_id']}>")
+        out.append("\n")
+    return "".join(out)
+
+
+def output_tokens(reply: Mapping[str, Any] | None) -> int:
+    """Output tokens of a scripted reply (text, reasoning, tool calls); at least 1."""
+    if not reply:
+        return 1
+    chars = len(reply.get("text") or "") + len(reply.get("reasoning") or "")
+    for call in reply.get("tool_calls") or []:
+        args = call.get("arguments", {})
+        chars += len(call.get("name", "")) + len(args if isinstance(args, str) else json.dumps(args))
+    return max(1, -(-chars // CHARS_PER_TOKEN))
+
+
+class PrefixCache:
+    """Whole-unit prefix cache: which leading units of a text some earlier text already had."""
+
+    def __init__(self, block_tokens: int = BLOCK_TOKENS, chars_per_token: int = CHARS_PER_TOKEN) -> None:
+        self.block_chars = block_tokens * chars_per_token
+        self.block_tokens = block_tokens
+        self._seen: set[bytes] = set()
+
+    def _chain(self, text: str) -> list[bytes]:
+        digests, h = [], b""
+        for start in range(0, len(text) - self.block_chars + 1, self.block_chars):
+            h = hashlib.blake2b(h + text[start:start + self.block_chars].encode(), digest_size=16).digest()
+            digests.append(h)
+        return digests
+
+    def lookup_and_add(self, text: str) -> int:
+        """Tokens of `text` that hit (whole units of the longest cached prefix); then cache it."""
+        chain = self._chain(text)
+        hit_units = 0
+        for digest in chain:
+            if digest not in self._seen:
+                break
+            hit_units += 1
+        self._seen.update(chain)
+        return hit_units * self.block_tokens
+
+
+@dataclass
+class PricedRequest:
+    index: int
+    #: what the caller grouped it as, e.g. "agent", "worker", "title"
+    label: str
+    prompt_tokens: int
+    hit_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+    @property
+    def miss_tokens(self) -> int:
+        return self.prompt_tokens - self.hit_tokens
+
+
+@dataclass
+class Request:
+    """What the price model needs of one request."""
+
+    text: str
+    output_tokens: int
+    label: str = "agent"
+
+
+def price(requests: Iterable[Request], prices: Prices = DEEPSEEK, cache: PrefixCache | None = None) -> list[PricedRequest]:
+    """Price requests in arrival order against one shared prefix cache."""
+    cache = cache or PrefixCache()
+    out = []
+    for i, r in enumerate(requests):
+        prompt = tokens(r.text)
+        hit = min(prompt, cache.lookup_and_add(r.text))
+        cost = (hit * prices.hit + (prompt - hit) * prices.miss + r.output_tokens * prices.output) / 1e6
+        out.append(PricedRequest(i, r.label, prompt, hit, r.output_tokens, cost))
+    return out
+
+
+@dataclass
+class Bill:
+    requests: int = 0
+    prompt_tokens: int = 0
+    hit_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    by_label: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def miss_tokens(self) -> int:
+        return self.prompt_tokens - self.hit_tokens
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def share(self, label: str) -> float:
+        return self.by_label.get(label, 0.0) / self.cost_usd if self.cost_usd else 0.0
+
+
+def bill(priced: Iterable[PricedRequest]) -> Bill:
+    b = Bill()
+    for p in priced:
+        b.requests += 1
+        b.prompt_tokens += p.prompt_tokens
+        b.hit_tokens += p.hit_tokens
+        b.output_tokens += p.output_tokens
+        b.cost_usd += p.cost_usd
+        b.by_label[p.label] = b.by_label.get(p.label, 0.0) + p.cost_usd
+    return b

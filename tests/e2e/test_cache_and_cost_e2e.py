@@ -1,0 +1,108 @@
+"""Issue 14 on each real DSH host: what turn-memory adds to the model's requests keeps the
+provider's prompt cache warm, and a turn too small to be worth a worker costs no request.
+
+Priced with the session benchmark's prefix-cache model (`turn_memory.devtools.price_model`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_turn_compression_e2e import AGENT_TURN_1, BARRIER, FINISH, FOLD, IS_WORKER, TASK_1, agent_requests, \
+    worker_requests
+from turn_memory.devtools import price_model as pm
+from turn_memory.turns.markers import marker_of
+
+pytestmark = pytest.mark.e2e
+
+MEMORY_TOOLS = {"read_session_history", "read_memory_image", "continue_after_turn_compression"}
+
+
+def test_a_fresh_installs_first_dsh_start_offers_the_memory_tools_from_its_first_request(home, fake):
+    # the template home was installed and never started: no handshake has run yet. A tool list
+    # that grows after the engine's handshake would break the whole cached prefix once
+    fake.push("turn", *AGENT_TURN_1, "Turn two done.")
+    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    run = home.run([TASK_1, "Second task: add a regression test."])
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    lists = [r.tool_names for r in agent_requests(fake)]
+    assert len(lists) >= 4 and MEMORY_TOOLS <= set(lists[0]), lists[0]
+    assert all(names == lists[0] for names in lists), "the agent's tool list changed during the session"
+    # so every agent request after the first reads the whole tools + system prefix from the cache
+    texts = [pm.canonical_text(r.tools, r.messages[:1]) for r in agent_requests(fake)]
+    assert len(set(texts)) == 1
+
+
+def test_every_worker_after_the_first_reads_its_instructions_from_the_cache(home, fake):
+    fake.push("turn", *AGENT_TURN_1, *AGENT_TURN_1[:2], "Turn two done: SECOND-DONE", "Closing.")
+    fold2 = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n6", "nodes": [
+        {"role": "user", "content": "COMPRESSED-USER 2"}, {"role": "assistant", "content": "COMPRESSED-ASSISTANT 2"}]}}]}
+    fake.add_rule({**IS_WORKER, "last_user_contains": "memory editor for turn 1 of"}, replies=[FOLD, FINISH])
+    fake.add_rule({**IS_WORKER, "last_user_contains": "memory editor for turn 2 of"}, replies=[fold2, FINISH])
+    run = home.run([TASK_1, "Second task: " + TASK_1, "Third task."], engine_overrides=BARRIER)
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    first_requests = {}
+    for r in worker_requests(fake):
+        turn = 1 if "memory editor for turn 1 of" in r.last_user_text else 2
+        first_requests.setdefault(turn, r)
+    w1, w2 = first_requests[1], first_requests[2]
+    # the instructions are the worker's system prompt: the same for every worker, before the
+    # inherited conversation; the task after the conversation holds only the turn
+    assert w1.system_text == w2.system_text and "Rules the host enforces" in w1.system_text
+    assert "Rules the host enforces" not in w1.last_user_text
+    fixed = pm.canonical_text(w2.tools, [m for m in w2.messages if m["role"] == "system"][:1])
+    texts = [pm.Request(pm.canonical_text(r.tools, r.messages), 1) for r in fake.requests]
+    priced = pm.price(texts)
+    hit = priced[fake.requests.index(w2)].hit_tokens
+    assert hit >= pm.tokens(fixed) // pm.BLOCK_TOKENS * pm.BLOCK_TOKENS > 1000, (hit, pm.tokens(fixed))
+
+
+def test_with_the_default_policy_a_small_turn_gets_no_worker_and_a_big_one_is_compressed(home, fake):
+    big = [{"text": "Listing the cases.", "tool_calls": [{"name": "bash", "arguments": {
+        "command": "seq -f 'case-%06g' 1 400", "description": "list"}}]}, "Big turn done: 400 cases listed. BIG-DONE"]
+    fake.push("turn", *big, "Small answer. SMALL-DONE", "Closing.")
+    fold = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n5", "nodes": [
+        {"role": "user", "content": "COMPRESSED-USER: list the cases."},
+        {"role": "assistant", "content": "COMPRESSED-ASSISTANT: 400 cases listed."}]}}]}
+    fake.add_rule({**IS_WORKER, "last_user_contains": "memory editor for turn 1 of"}, replies=[fold, FINISH])
+    policy = {"turns": {"landingBarrier": True, "minTurnTokens": 600}}  # the default (the template sets 0)
+    run = home.run(["List the parser cases.", "Thanks, short question: ok?", "Bye."], engine_overrides=policy)
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    workers = worker_requests(fake)
+    assert workers and all("memory editor for turn 1 of" in r.last_user_text for r in workers), \
+        [r.last_user_text[:60] for r in workers]
+    _, events = home.session_log(run.session_id)
+    marks = {t: e["data"]["source"] for e in events if (m := marker_of(e)) and m[0] == "compression" for t in [m[1]]}
+    assert marks[1]["workers"] == 1 and marks[2]["workers"] == 0, marks
+    assert not any(marker_of(e) == ("pending", 2) for e in events)  # never pending: nothing to recover
+    # the next request carries turn 1 compressed and turn 2 exactly as the model saw it
+    last = agent_requests(fake)[-1].all_text()
+    assert "COMPRESSED-ASSISTANT: 400 cases listed." in last and "case-000400" not in last
+    assert "Small answer. SMALL-DONE" in last
+
+
+def test_turns_queued_behind_a_slow_worker_are_compressed_by_one_worker_and_each_lands(home, fake):
+    # fast turns behind a slower worker: per-turn workers would each re-read the raw turns
+    # after theirs, and each landing would break the cache behind them; one worker reads the
+    # backlog once and its turns land together
+    from test_turn_backlog_e2e import carries_compressed, compression_marks, fold, is_worker, tool_turn
+
+    def respond(request):
+        if request.kind != "turn" or not is_worker(request):
+            return None
+        return {**fold(request), "delay_ms": 1500}
+
+    fake.responder = respond
+    tasks = [tool_turn(fake, k) for k in range(1, 4)]
+    fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
+    run = home.run([*tasks, {"sleepMs": 6000}, "Last task: sum up."], timeout=120,
+                   engine_overrides={"turns": {"batchTurns": 4}})  # the default (the template sets 1)
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    workers = [r for r in fake.requests if r.kind == "turn" and is_worker(r)]
+    prompts = [r.last_user_text.splitlines()[0] for r in workers]
+    assert len(workers) == 2, prompts  # turn 1's, then one for the backlog
+    assert "memory editor for turn 1 of" in prompts[0] and "memory editor for turns 2 and 3 of" in prompts[1], prompts
+    _, events = home.session_log(run.session_id)
+    landed = [compression_marks(events, k) for k in (1, 2, 3)]
+    assert all(len(m) == 1 for m in landed) and landed == sorted(landed), landed
+    last = next(r for r in agent_requests(fake) if "Last task:" in r.last_user_text)
+    assert carries_compressed(last, (1, 2, 3))

@@ -40,13 +40,14 @@ from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import Dialect, dialect_for_host
-from turn_memory.host.mirror import MirroredSession, SessionMirror
-from turn_memory.landing.port import BridgeHostPort
-from turn_memory.memory_tools.catalog import context_sections, declared, public_tools, worker_tools
-from turn_memory.memory_tools.registry import PublicCall, PublicTools
+from turn_memory.runtime.mirror import MirroredSession, SessionMirror
+from turn_memory.bridge.port import BridgeHostPort
+from turn_memory.catalog import context_sections, declared, public_tools, worker_tools
+from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
-from turn_memory.workers import ToolAnswer, WorkerRegistry
+from turn_memory.host.tools import ToolAnswer
+from turn_memory.runtime.workers import WorkerRegistry
 
 if TYPE_CHECKING:  # imported on first use (see on_call)
     from turn_memory.compaction.manual import Rewrites

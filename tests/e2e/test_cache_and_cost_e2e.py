@@ -10,7 +10,7 @@ import pytest
 from test_turn_compression_e2e import AGENT_TURN_1, BARRIER, FINISH, FOLD, IS_WORKER, TASK_1, agent_requests, \
     worker_requests
 from turn_memory.devtools import price_model as pm
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import host_problems, reload, transactions
 from turn_memory.devtools.scripted_workers import worker_responder
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

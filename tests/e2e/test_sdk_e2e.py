@@ -9,7 +9,7 @@ import pytest
 from helpers import reload, text_of
 from test_turn_compression_e2e import AGENT_TURN_1, FINISH, FOLD, IS_WORKER, TASK_1, worker_requests
 from turn_memory.devtools.dsh_home import DshHome
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

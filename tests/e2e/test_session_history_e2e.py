@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload, text_of
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import threading
 import pytest
 
 from helpers import engine_connected, reload, text_of
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ import pytest
 
 from helpers import reload, text_of
 from turn_memory.host.surface import SessionLog
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes
 
 pytestmark = pytest.mark.e2e
@@ -160,7 +160,7 @@ def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_worker
     """Turn 1 is compressed but cannot land before DSH exits (landing waits for a later
     turn): the finished compression is kept in a sidecar under the DSH home, and the next DSH
     process lands it at its first landing point instead of paying the turn's workers again."""
-    from turn_memory.logs.reader import encode_segment
+    from turn_memory.host.session_dirs import encode_segment
 
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])

@@ -9,8 +9,9 @@ import re
 import pytest
 
 from helpers import host_problems, reload, text_of
-from turn_memory.continuation.state import SECTION, TOOL
-from turn_memory.turns.markers import marker_of
+from turn_memory.continuation.state import SECTION
+from turn_memory.host.handoffs import TOOL
+from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,10 @@ from typing import Any, Callable
 
 from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams
 from turn_memory.host.dialect import Dialect
-from turn_memory.host.mirror import MirroredSession, SessionMirror
+from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.turns.service import TurnService
-from turn_memory.workers import WorkerRegistry
+from turn_memory.runtime.workers import WorkerRegistry
 
 SESSION = "session-test"
 

@@ -19,7 +19,7 @@ from turn_memory.compaction.service import RETRY_GROWTH, CompactionService, surf
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8
 from turn_memory.host.tokens import estimate_message
-from turn_memory.workers import WorkerRegistry
+from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
 TURNS = 6

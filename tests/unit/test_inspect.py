@@ -23,13 +23,13 @@ from turn_memory.host.turns import node_origins
 from turn_memory.inspection.fold import Fold
 from turn_memory.inspection.progress import MIN_BYTES, ProgressBar, wants_bar
 from turn_memory.inspection.report import SCHEMA, inspect_log
-from turn_memory.landing.land import stamp
+from turn_memory.runtime.land import stamp
 from turn_memory.logs.frames import complete_frames
 from turn_memory.logs.reader import read_session_log
 from turn_memory.logs.stream import LogStream
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, plan_landing
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 
 HEADER = {"type": "session", "version": 0, "id": "s-1", "createdAt": 1, "cwd": "/w"}

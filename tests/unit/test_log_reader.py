@@ -10,13 +10,13 @@ import zstandard
 
 from turn_memory.logs.reader import (
     SessionLogError,
-    encode_segment,
     expand_chunk_row,
     find_session_logs,
     read_session_header,
     read_session_log,
     session_log_for,
 )
+from turn_memory.host.session_dirs import encode_segment
 
 HEADER = {"type": "session", "version": 0, "id": "session-abc", "createdAt": 1796000000000,
           "cwd": "/tmp/ws", "delegationDepth": 0}

@@ -15,7 +15,7 @@ from turn_memory.compaction.selection import select_manual_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
-from turn_memory.workers import WorkerRegistry
+from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
 DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]

@@ -19,7 +19,7 @@ from turn_memory.compaction.service import surface_prices
 from turn_memory.config import EngineConfig
 from turn_memory.engine import Engine
 from turn_memory.host.dialect import RC8
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
 TURNS = 3

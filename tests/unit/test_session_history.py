@@ -12,10 +12,10 @@ from turn_builders import Shape, add_turn, completed_turn_log
 from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
-from turn_memory.host.mirror import MirroredSession
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
-from turn_memory.memory_tools.catalog import public_tools
-from turn_memory.memory_tools.registry import PublicCall, PublicTools
+from turn_memory.catalog import public_tools
+from turn_memory.runtime.public_tools import PublicCall, PublicTools
 
 
 def _call(log: SessionLog, args: Any, **config: Any) -> tuple[str, bool]:

@@ -13,7 +13,7 @@ from session_builders import work_session
 from turn_memory.compaction.segmented import SegmentedJob
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, tool_specs
-from turn_memory.workers import preview as _preview
+from turn_memory.host.tools import preview as _preview
 from turn_memory.config import CompactionConfig
 from turn_memory.host.dialect import RC8
 

@@ -1035,7 +1035,7 @@ def test_v02_plan_may_not_open_a_step_out_of_order() -> None:
 
 
 def test_v02_markers_use_the_producer_owned_kind() -> None:
-    from turn_memory.turns.markers import is_own_source, marker_of, marker_source
+    from turn_memory.host.markers import is_own_source, marker_of, marker_source
 
     source = marker_source(V02, "pending", 2)
     assert source == {"kind": "plugin:turn-memory", "phase": "pending", "turn": 2}

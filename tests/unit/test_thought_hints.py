@@ -18,12 +18,14 @@ from turn_memory.bridge.protocol import SessionEventsParams
 from turn_memory.config import EngineConfig, ThoughtHintsConfig
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.hints.client import DshLlmHints, EndpointHints, HintFailed, make_client
-from turn_memory.hints.detect import ReasoningBlock, durable_blocks, live_block, long_blocks, open_turn_blocks
-from turn_memory.hints.section import hints_text
-from turn_memory.hints.service import Hint, HintService
+from turn_memory.host.reasoning import ReasoningBlock
+from turn_memory.hints.detect import durable_blocks, live_block, long_blocks, open_turn_blocks
+from turn_memory.host.reasoning import hints_text
+from turn_memory.host.reasoning import Hint
+from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.prompts import render_prompt
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes
 
 THOUGHT = "I suspect the lexer drops the final token; ruled out the parser because its tests pass. " * 3

@@ -14,14 +14,15 @@ from turn_memory.bridge.protocol import AgentOptions, SessionEventsParams
 from turn_memory.config import EngineConfig
 from turn_memory import faults
 from turn_memory.continuation import state, texts
+from turn_memory.host import handoffs
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import lifecycle_state
-from turn_memory.memory_tools.catalog import context_sections, public_tools
-from turn_memory.memory_tools.registry import PublicCall, PublicTools
-from turn_memory.turns.markers import is_host_context, marker_of
+from turn_memory.catalog import context_sections, public_tools
+from turn_memory.runtime.public_tools import PublicCall, PublicTools
+from turn_memory.host.markers import is_host_context, marker_of
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover
 
 FINISH = ("finish_turn_compression", {})
@@ -78,7 +79,7 @@ def open_long_turn(steps: int, *, prior_turns: int = 0, dialect=RC8) -> LogBuild
 
 
 def handoff_step(b: LogBuilder, handoff: str = HANDOFF, **kw) -> str:
-    return work_step(b, tool=state.TOOL, arguments=json.dumps({"handoff": handoff}), **kw)
+    return work_step(b, tool=handoffs.TOOL, arguments=json.dumps({"handoff": handoff}), **kw)
 
 
 def end_turn(b: LogBuilder) -> None:
@@ -171,7 +172,7 @@ def call_tool(events, args, config=None, tools=None):
     session = host.session
     call = PublicCall(session=session, args=args, turn=lifecycle_state(session.log.events).open_turn,
                       call_id="call-x", agent_options=AgentOptions(), config=config or cfg(), port=host)
-    return run((tools or PublicTools(public_tools())).call(state.TOOL, call))
+    return run((tools or PublicTools(public_tools())).call(handoffs.TOOL, call))
 
 
 def test_tool_concludes_a_long_turn_with_a_handoff():
@@ -196,8 +197,8 @@ def test_tool_refuses_below_the_threshold_and_outside_a_turn():
 
 def test_tool_is_offered_only_while_the_feature_is_on():
     tools = PublicTools(public_tools())
-    assert state.TOOL in [s.name for s in tools.specs(cfg())]
-    assert state.TOOL not in [s.name for s in tools.specs(cfg(enabled=False))]
+    assert handoffs.TOOL in [s.name for s in tools.specs(cfg())]
+    assert handoffs.TOOL not in [s.name for s in tools.specs(cfg(enabled=False))]
     off = call_tool(open_long_turn(15).events, {"handoff": HANDOFF}, cfg(enabled=False))
     assert off.is_error and not off.conclude
 
@@ -206,35 +207,35 @@ def test_tool_is_offered_only_while_the_feature_is_on():
 def test_only_a_successful_handoff_pair_of_the_latest_completed_turn_awaits_a_followup():
     b = open_long_turn(15)
     handoff_step(b, result_error=True)  # a refused call is no request
-    assert state.awaiting_followup(b.events) == []
+    assert handoffs.awaiting_followup(b.events) == []
     call = handoff_step(b)
-    assert state.awaiting_followup(b.events) == []  # the turn is still open
+    assert handoffs.awaiting_followup(b.events) == []  # the turn is still open
     end_turn(b)
-    (request,) = state.awaiting_followup(b.events)
+    (request,) = handoffs.awaiting_followup(b.events)
     assert (request.id, request.turn, request.handoff) == (call, 1, HANDOFF)
     # delivered: the inbox insertion names it
     delivered = list(b.events)
     LogBuilder.add(b, "agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [
         {"id": "m1", "role": "user", "content": [], "source": {"kind": "plugin", "plugin": "turn-memory",
                                                                 "continuation": call}}]})
-    assert state.awaiting_followup(b.events) == []
+    assert handoffs.awaiting_followup(b.events) == []
     # superseded: a later (human) turn started first
     b.events[:] = delivered
     b.turn("a new human message")
-    assert state.awaiting_followup(b.events) == []
+    assert handoffs.awaiting_followup(b.events) == []
 
 
 def test_a_code_mode_handoff_is_a_request_too():
     b = open_long_turn(15)
-    dispatch = {"rootCallId": "run1", "parentCallId": "run1", "name": state.TOOL,
+    dispatch = {"rootCallId": "run1", "parentCallId": "run1", "name": handoffs.TOOL,
                 "arguments": {"handoff": HANDOFF}, "content": []}
     b.add("tool/code-dispatch", {**dispatch, "subCallId": "run1:code:0", "isError": True})  # refused
     end_turn(b)
-    assert state.awaiting_followup(b.events) == []
+    assert handoffs.awaiting_followup(b.events) == []
     b.events.pop()
     b.add("tool/code-dispatch", {**dispatch, "subCallId": "run1:code:1", "isError": False})
     end_turn(b)
-    (request,) = state.awaiting_followup(b.events)
+    (request,) = handoffs.awaiting_followup(b.events)
     assert (request.id, request.turn, request.handoff) == ("run1:code:1", 1, HANDOFF)
 
 
@@ -349,7 +350,7 @@ def test_after_a_restart_the_turn_is_compressed_and_followed_up_exactly_once():
     # the first process marked the turn pending, then died before its worker finished
     host, call = ended_handoff_host()
     host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    from turn_memory.landing.land import stamp
+    from turn_memory.runtime.land import stamp
     from turn_memory.turns.landing import pending_plan
     plan = pending_plan(host.log, turn_nodes(host.log, 1)[0], 1)
     for event in stamp(host.log, plan.events):
@@ -380,7 +381,7 @@ def test_a_handoff_turn_already_landed_gets_its_followup_without_recompression()
     # the first process landed the turn (a no-op marker) and died before queueing the follow-up
     host, call = ended_handoff_host()
     host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    from turn_memory.landing.land import stamp
+    from turn_memory.runtime.land import stamp
     from turn_memory.turns.landing import LandingContext, noop_plan
     plan = noop_plan(host.log, turn_nodes(host.log, 1)[0], LandingContext(1, None, 0))
     for event in stamp(host.log, plan.events):
@@ -472,7 +473,7 @@ def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeyp
         assert host.log.events[-1]["type"] == "turn/end"  # the follow-up's turn took nothing in
         assert not any(e["type"] == "assistant/message" and e["data"]["turn"] == 2 for e in host.log.events)
         assert marker_of(host.log.events[turn_nodes(host.log, 1)[0]]) == ("pending", 1)  # raw, recoverable
-        assert state.awaiting_followup(host.log.events) == []  # and never continued later on the raw turn
+        assert handoffs.awaiting_followup(host.log.events) == []  # and never continued later on the raw turn
     else:
         (seq,) = taken_in(host)
         (landed,) = [e["seq"] for e in host.log.events if marker_of(e) == ("compression", 1)]
@@ -485,7 +486,7 @@ def test_a_followup_queued_before_a_restart_waits_for_its_handoff_turn():
     its first pre-step waits (bounded) for that compression and lands it first."""
     host, call = ended_handoff_host()
     host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    from turn_memory.landing.land import stamp
+    from turn_memory.runtime.land import stamp
     from turn_memory.turns.landing import pending_plan
     for event in stamp(host.log, pending_plan(host.log, turn_nodes(host.log, 1)[0], 1).events):
         host.host_append(event["type"], event["data"], surfaceOp=event["surfaceOp"],

@@ -13,7 +13,7 @@ from turn_builders import Shape
 from turn_memory.config import EngineConfig, TurnConfig
 from turn_memory.host.tokens import estimate_message
 from turn_memory.turns import eligibility
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.recovery import turn_nodes
 

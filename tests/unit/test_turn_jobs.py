@@ -14,7 +14,7 @@ from turn_memory.bridge.protocol import SessionEventsParams
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover
 from turn_memory.turns.results import ResultStore
 
@@ -204,7 +204,7 @@ def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
     for e in b.events:
         host.host_append(e["type"], e["data"], **{k: v for k, v in e.items() if k not in ("type", "data", "seq", "time")})
     first_user = turn_nodes(SessionLog(RC8, host.log.events), 1)[0]
-    from turn_memory.landing.land import stamp
+    from turn_memory.runtime.land import stamp
     from turn_memory.turns.landing import pending_plan
     for e in stamp(host.log, pending_plan(host.log, first_user, 1).events):
         host.host_append(e["type"], e["data"], surfaceOp=e["surfaceOp"], sourceEventSeqs=e["sourceEventSeqs"])

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from turn_builders import Shape, completed_turn_log
 from turn_memory.host.dialect import RUNTIME_CONTEXT_KIND, RC8, V02
 from turn_memory.host.surface import SessionLog, pairing_problems
-from turn_memory.landing.land import stamp, validate
+from turn_memory.runtime.land import stamp, validate
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 
 DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]

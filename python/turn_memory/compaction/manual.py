@@ -18,14 +18,15 @@ from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.segmented import SegmentedJob, SegmentFailed, image_markers
 from turn_memory.compaction.selection import Selection, select_manual_range
-from turn_memory.compaction.summarize import SummaryFailed, route, summarize, summary_request
+from turn_memory.compaction.summarize import SummaryFailed, summarize, summary_request
+from turn_memory.host.routes import NoRoute, route
 from turn_memory.config import EngineConfig
 from turn_memory.host.images import missing_markers
-from turn_memory.host.mirror import MirroredSession
-from turn_memory.landing.land import LandingError, PartialLanding, Plan, SpanMoved, land
-from turn_memory.landing.port import HostPort
+from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.runtime.land import LandingError, PartialLanding, Plan, SpanMoved, land
+from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
-from turn_memory.workers import WorkerRegistry
+from turn_memory.runtime.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.compaction")
 
@@ -137,7 +138,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     except PartialLanding as exc:
         log.error("%s: PARTIAL COMMIT (%d events appended): %s", where, exc.appended, exc)
         raise manual_error("commit", f"compaction did not commit cleanly: {exc}") from exc
-    except (SummaryFailed, SegmentFailed, tx_.NotSmaller, PromptError) as exc:
+    except (SummaryFailed, NoRoute, SegmentFailed, tx_.NotSmaller, PromptError) as exc:
         code, stage_error = "summary", str(exc)
     except LandingError as exc:
         code, stage_error = ("summary" if code == "summary" else "commit"), str(exc)

@@ -26,14 +26,14 @@ from turn_memory.compaction.segments import Segment, split_segments
 from turn_memory.compaction.selection import Selection
 from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError, tool_specs
 from turn_memory.config import CompactionConfig
-from turn_memory.host.mirror import MirroredSession
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import surface_units
-from turn_memory.landing.port import HostPort
+from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
-from turn_memory.turns.nodes import render_blocks
-from turn_memory.workers import ToolAnswer
+from turn_memory.host.blocks import render_blocks
+from turn_memory.host.tools import ToolAnswer
 
 log = logging.getLogger("turn_memory.compaction")
 _ids = itertools.count(1)

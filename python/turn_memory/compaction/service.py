@@ -29,12 +29,12 @@ from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction.policy import Pressure, select_pressure_range
 from turn_memory.config import EngineConfig
-from turn_memory.host.mirror import MirroredSession
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import js_len
 from turn_memory.host.turns import LANDING_STEP
-from turn_memory.landing.port import HostPort
-from turn_memory.workers import WorkerRegistry
+from turn_memory.bridge.port import HostPort
+from turn_memory.runtime.workers import WorkerRegistry
 
 if TYPE_CHECKING:  # the module itself is imported on first use (see _compact)
     from turn_memory.compaction.manual import Rewrites

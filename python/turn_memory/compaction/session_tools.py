@@ -14,10 +14,10 @@ from pydantic import Field, model_validator
 
 from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
-from turn_memory.memory_tools.read_image import worker_spec
+from turn_memory.runtime.read_image import worker_spec
 from turn_memory.prompts import prompt_sections
-from turn_memory.turns.editor import image_problems
-from turn_memory.workers import ToolArgs, ToolError, parse_args, preview
+from turn_memory.host.images import image_problems
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview
 
 FINISH = "finish_session_segment"
 TOOL_NAMES = ("list_session_segments", "read_session_source", "read_session_memory", "search_session_memory",

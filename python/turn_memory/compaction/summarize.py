@@ -6,36 +6,18 @@ same tools — then appends the instruction, so the provider can reuse its prefi
 
 from __future__ import annotations
 
-from typing import Any
-
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
 from turn_memory.bridge.server import RemoteError, ShimTimeout
 from turn_memory.compaction.selection import Selection, first_content_index
 from turn_memory.compaction.transaction import Summary
 from turn_memory.host.llm_stream import StreamAssembler
+from turn_memory.host.routes import request_header, route
 from turn_memory.host.surface import SessionLog
-from turn_memory.landing.port import HostPort
+from turn_memory.bridge.port import HostPort
 
 
 class SummaryFailed(Exception):
     pass
-
-
-def request_header(log: SessionLog) -> dict[str, Any] | None:
-    for event in reversed(log.events):
-        if event["type"] == "request/header":
-            return (event.get("data") or {}).get("header")
-    return None
-
-
-def route(log: SessionLog, agent: AgentOptions) -> tuple[str, str]:
-    """The provider/model the session last routed a request to, else the agent's own."""
-    config = (request_header(log) or {}).get("config") or {}
-    provider = config.get("provider") or agent.provider
-    model = config.get("model") or agent.model
-    if not provider or not model:
-        raise SummaryFailed("no provider/model to compact with: route one request first or set the agent's model")
-    return provider, model
 
 
 def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, instruction: str,

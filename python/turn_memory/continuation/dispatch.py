@@ -31,19 +31,20 @@ import uuid
 from typing import Callable
 
 from turn_memory.config import EngineConfig
-from turn_memory.continuation import state, texts
+from turn_memory.continuation import texts
+from turn_memory.host import handoffs
 from turn_memory.continuation.reminder import enabled
 from turn_memory.host.dialect import Dialect
-from turn_memory.host.mirror import MirroredSession
-from turn_memory.landing.port import HostPort
-from turn_memory.turns.markers import PLUGIN
+from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.bridge.port import HostPort
+from turn_memory.host.markers import PLUGIN
 from turn_memory.turns.service import TurnService
 
 log = logging.getLogger("turn_memory.continuation")
 
 
 def followup_source(dialect: Dialect, request_id: str) -> dict[str, str]:
-    return dialect.plugin_source(PLUGIN, **{state.SOURCE_KEY: request_id})
+    return dialect.plugin_source(PLUGIN, **{handoffs.SOURCE_KEY: request_id})
 
 
 class FollowupDispatcher:
@@ -73,7 +74,7 @@ class FollowupDispatcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, session: MirroredSession, request: state.ContinuationRequest,
+    async def _deliver(self, session: MirroredSession, request: handoffs.ContinuationRequest,
                        port: Callable[[], HostPort]) -> None:
         where = f"session {session.id} turn {request.turn}"
         delivered = False

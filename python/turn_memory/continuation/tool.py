@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from turn_memory.continuation import state, texts
+from turn_memory.host import handoffs
 from turn_memory.continuation.reminder import enabled
-from turn_memory.memory_tools.registry import PublicCall, PublicTool
-from turn_memory.workers import ToolAnswer, ToolError
+from turn_memory.runtime.public_tools import PublicCall, PublicTool
+from turn_memory.host.tools import ToolAnswer, ToolError
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -27,17 +28,17 @@ PARAMETERS: dict[str, Any] = {
 
 def handle(call: PublicCall) -> ToolAnswer:
     if call.turn is None:
-        raise ToolError(f"{state.TOOL} can only be called inside an open turn")
-    if not isinstance(call.args, (dict, str)) or not state.handoff_of(call.args):
+        raise ToolError(f"{handoffs.TOOL} can only be called inside an open turn")
+    if not isinstance(call.args, (dict, str)) or not handoffs.handoff_of(call.args):
         raise ToolError("`handoff` must be a non-empty string: what is done, the current state, what is unresolved "
                         "and what the next turn must do; the turn goes on")
     interval = call.config.turnContinuation.reminderIntervalNodes
     count = len(state.open_turn_nodes(call.session.log, call.turn))
     if count < interval:
-        raise ToolError(f"this turn is not long yet ({count} of {interval} context nodes); {state.TOOL} is only "
+        raise ToolError(f"this turn is not long yet ({count} of {interval} context nodes); {handoffs.TOOL} is only "
                         "available once a long-turn reminder has appeared — continue working in this turn")
     return ToolAnswer(texts.accepted(), conclude=True)
 
 
 def public_tool() -> PublicTool:
-    return PublicTool(name=state.TOOL, parameters=PARAMETERS, handler=handle, enabled=enabled)
+    return PublicTool(name=handoffs.TOOL, parameters=PARAMETERS, handler=handle, enabled=enabled)

@@ -24,7 +24,7 @@ import orjson
 import zstandard
 
 from turn_memory.host.dialect import RC8, SNAPSHOT_PLUGIN
-from turn_memory.turns.markers import marker_source
+from turn_memory.host.markers import marker_source
 
 #: message ids; reseeded per log so that a seed always writes the same bytes
 _IDS = random.Random(0)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
-from turn_memory.compaction.summarize import SummaryFailed, route
+from turn_memory.host.routes import NoRoute, route
 from turn_memory.config import ThoughtHintsConfig
 from turn_memory.host.llm_stream import StreamAssembler
 from turn_memory.host.surface import SessionLog
-from turn_memory.landing.port import HostPort
+from turn_memory.bridge.port import HostPort
 
 
 class HintFailed(Exception):
@@ -100,7 +100,7 @@ def make_client(config: ThoughtHintsConfig, port: HostPort, session_id: str, log
         return EndpointHints(config.baseUrl, key or "no-key", config.model, config.maxOutputTokens, config.timeoutS)
     try:
         provider, model = route(log, AgentOptions(provider=config.provider, model=config.model))
-    except SummaryFailed as exc:
+    except NoRoute as exc:
         raise HintFailed(f"no route for the hint request: {exc}") from exc
     # an explicit config route wins over the session's
     provider, model = config.provider or provider, config.model or model

@@ -8,23 +8,9 @@ again when the turn's durable messages are scanned at turn end or after a restar
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from typing import Any, Sequence
 
-HintKey = tuple[int, int, str]
-
-
-@dataclass(frozen=True)
-class ReasoningBlock:
-    turn: int
-    step: int
-    text: str
-
-    @property
-    def key(self) -> HintKey:
-        return (self.turn, self.step, hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:16])
-
+from turn_memory.host.reasoning import HintKey, ReasoningBlock
 
 def is_long(block: ReasoningBlock, minimum_chars: int) -> bool:
     return len(block.text.strip()) >= minimum_chars

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 TAG = "memory-image"
 #: a marker as it appears in text: attribute values are escaped, so no `<`/`>` inside
@@ -111,3 +111,20 @@ def unknown_markers(allowed: Iterable[str], texts: Iterable[str]) -> list[str]:
     """Markers in the texts that are not exactly one of the source's (altered or invented)."""
     known = set(allowed)
     return list(dict.fromkeys(m for text in texts for m in markers_in(text) if m not in known))
+
+
+def image_problems(required: Sequence[str], texts: Sequence[str], rewritten: Sequence[str],
+                   allowed: Sequence[str] | None = None) -> list[str]:
+    """Dropped or altered image markers, as worker-facing problems (empty when all is kept).
+
+    `required` must each appear verbatim in `texts`; the worker's `rewritten` texts may hold
+    only markers of `allowed` (default: the required ones).
+    """
+    problems = []
+    if missing := missing_markers(required, texts):
+        problems.append("image markers were dropped or changed; put each of these back, character for character "
+                        "(moving or merging them into another node is fine):\n  " + "\n  ".join(missing))
+    if unknown := unknown_markers(required if allowed is None else allowed, rewritten):
+        problems.append("these image markers are not in the source (altered or invented); remove them or copy the "
+                        "original marker exactly:\n  " + "\n  ".join(unknown))
+    return problems

@@ -363,7 +363,7 @@ def _write_declarations(ctx: Context, row: dict[str, Any]) -> None:
     from pydantic import ValidationError
 
     from turn_memory.config import EngineConfig
-    from turn_memory.memory_tools.catalog import declarations_cache
+    from turn_memory.catalog import declarations_cache
     from turn_memory.prompts import PromptError
 
     path = ctx.paths.tarball_dir / L.DECLARED_CACHE

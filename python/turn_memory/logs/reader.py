@@ -26,6 +26,8 @@ from typing import Any
 
 import zstandard
 
+from turn_memory.host.session_dirs import encode_segment
+
 # Preferred first when one session dir holds more than one artifact.
 LOG_NAMES = ("session.v4.jsonl.zstd", "session.jsonl.zstd", "session.v4.jsonl", "session.jsonl")
 _LOG_NAME_RE = re.compile(r"^session(\.v\d+)?\.jsonl(\.zstd)?$")
@@ -49,22 +51,6 @@ def find_session_logs(root: str | os.PathLike[str]) -> list[Path]:
     for dirpath, _dirs, files in os.walk(_sessions_dir(Path(root))):
         found += [Path(dirpath) / f for f in files if _LOG_NAME_RE.match(f)]
     return sorted(found, key=lambda p: (p.stat().st_mtime, str(p)))
-
-
-def encode_segment(raw: str) -> str:
-    """DSH's session-id -> directory-name escape (``encodeSegment``), per UTF-16 code unit."""
-    if raw == "":
-        raise ValueError("empty session id")
-    if raw in (".", ".."):
-        return "~002E" * len(raw)
-    units = raw.encode("utf-16-le", "surrogatepass")
-    out = []
-    for i in range(0, len(units), 2):
-        code = int.from_bytes(units[i:i + 2], "little")
-        ch = chr(code)
-        safe = ch != "~" and code < 128 and (ch.isalnum() or ch in "._-")
-        out.append(ch if safe else f"~{code:04X}")
-    return "".join(out)
 
 
 def session_log_for(root: str | os.PathLike[str], session_id: str) -> Path:

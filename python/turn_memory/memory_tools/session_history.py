@@ -17,11 +17,11 @@ from typing import Any, Sequence
 from pydantic import Field
 
 from turn_memory.host.turns import LANDING_STEP
-from turn_memory.memory_tools.registry import PublicCall, PublicTool
+from turn_memory.runtime.public_tools import PublicCall, PublicTool
 from turn_memory.host.dialect import is_runtime_context, producer_of
-from turn_memory.turns.markers import marker_of
-from turn_memory.turns.nodes import render_blocks
-from turn_memory.workers import ToolAnswer, ToolArgs, ToolError, parse_args, preview
+from turn_memory.host.markers import marker_of
+from turn_memory.host.blocks import render_blocks
+from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args, preview
 
 NAME = "read_session_history"
 SURFACE = ("user/message", "assistant/message", "tool/result")

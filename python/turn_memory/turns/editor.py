@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from turn_memory.host.images import missing_markers, unknown_markers
+from turn_memory.host.images import image_problems
 from turn_memory.host.tokens import estimate_message
 from turn_memory.turns.nodes import OriginalNode, Role
 
@@ -250,23 +250,6 @@ class TurnNodeEditor:
         numbers = [int(n.id[1:]) for n in rebuilt if n.id.startswith("r") and n.id[1:].isdigit()]
         editor._next_r = max(numbers, default=0) + 1
         return editor
-
-
-def image_problems(required: Sequence[str], texts: Sequence[str], rewritten: Sequence[str],
-                   allowed: Sequence[str] | None = None) -> list[str]:
-    """Dropped or altered image markers, as worker-facing problems (empty when all is kept).
-
-    `required` must each appear verbatim in `texts`; the worker's `rewritten` texts may hold
-    only markers of `allowed` (default: the required ones).
-    """
-    problems = []
-    if missing := missing_markers(required, texts):
-        problems.append("image markers were dropped or changed; put each of these back, character for character "
-                        "(moving or merging them into another node is fine):\n  " + "\n  ".join(missing))
-    if unknown := unknown_markers(required if allowed is None else allowed, rewritten):
-        problems.append("these image markers are not in the source (altered or invented); remove them or copy the "
-                        "original marker exactly:\n  " + "\n  ".join(unknown))
-    return problems
 
 
 def tool_pairing_problem(nodes: Sequence[WorkingNode]) -> str | None:

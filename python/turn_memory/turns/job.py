@@ -39,21 +39,21 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
 from turn_memory.config import TurnConfig
-from turn_memory.hints.section import hints_text
-from turn_memory.hints.service import Hint
-from turn_memory.host.mirror import MirroredSession
+from turn_memory.host.reasoning import hints_text
+from turn_memory.host.reasoning import Hint
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
-from turn_memory.landing.land import LandingError, LogKeptMoving, Plan, land, validate
-from turn_memory.landing.port import HostPort
+from turn_memory.runtime.land import LandingError, LogKeptMoving, Plan, land, validate
+from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, render_prompt
 from turn_memory.turns import eligibility, landing as landing_
 from turn_memory.turns.editor import TurnNodeEditor
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.results import ResultStore, make_record, stale_reason
 from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
-from turn_memory.workers import ToolAnswer
+from turn_memory.host.tools import ToolAnswer
 
 log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)

@@ -36,9 +36,9 @@ from typing import Any
 from turn_memory.host.dialect import Dialect, is_runtime_context
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import LANDING_STEP
-from turn_memory.landing.land import Plan
+from turn_memory.runtime.land import Plan
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
-from turn_memory.turns.markers import CONTINUATION, Phase, marker_source
+from turn_memory.host.markers import CONTINUATION, Phase, marker_source
 from turn_memory.turns.nodes import OriginalNode
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from turn_memory.continuation.state import HandoffLedger
+from turn_memory.host.handoffs import HandoffLedger
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import TURN_NODE_TYPES
-from turn_memory.turns.markers import marker_of
+from turn_memory.host.markers import marker_of
 
 __all__ = ["TURN_NODE_TYPES", "TurnMarks", "scan_marks", "turn_nodes", "turns_to_recover"]
 

@@ -51,7 +51,7 @@ class ResultStore:
     def _dir(self, session_id: str) -> Path:
         # DSH's own session-directory escape; imported here: the log reader pulls in zstd,
         # which the engine need not load before its handshake
-        from turn_memory.logs.reader import encode_segment
+        from turn_memory.host.session_dirs import encode_segment
 
         return self.root / encode_segment(session_id)
 

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from turn_memory.memory_tools.read_image import worker_spec
+from turn_memory.runtime.read_image import worker_spec
 from turn_memory.prompts import prompt_sections
-from turn_memory.workers import ToolArgs, ToolError, parse_args, preview
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
 
 FINISH = "finish_turn_compression"

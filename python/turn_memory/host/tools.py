@@ -1,10 +1,10 @@
-"""Routes worker tool calls to the job that owns the worker (turn or session compaction)."""
+"""What every tool call shares, public or worker: argument parsing, the answer type, previews. Pure."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -51,38 +51,3 @@ class ToolAnswer:
     conclude: bool = False
     #: an ImageAttachmentRef returned to the model as an image block beside the text
     image: dict[str, Any] | None = None
-
-
-class WorkerJob(Protocol):
-    #: the session the job works for (a MirroredSession)
-    session: Any
-
-    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer: ...
-
-
-#: a public tool a worker may call too: (the job's session, args) -> answer; raises ToolError
-SharedTool = Callable[[Any, Any], ToolAnswer]
-
-
-class WorkerRegistry:
-    def __init__(self, shared: dict[str, SharedTool] | None = None) -> None:
-        self._jobs: dict[str, WorkerJob] = {}
-        self._shared = shared or {}
-
-    def add(self, job_id: str, job: WorkerJob) -> None:
-        self._jobs[job_id] = job
-
-    def remove(self, job_id: str) -> None:
-        self._jobs.pop(job_id, None)
-
-    def call(self, job_id: str, worker_id: str, name: str, args: Any) -> ToolAnswer:
-        job = self._jobs.get(job_id)
-        if job is None:
-            return ToolAnswer("this job is over; stop now", is_error=True, conclude=True)
-        shared = self._shared.get(name)
-        if shared is not None:  # read-only, answered for the session the worker edits
-            try:
-                return shared(job.session, args)
-            except ToolError as exc:
-                return ToolAnswer(str(exc), is_error=True)
-        return job.tool_call(worker_id, name, args)

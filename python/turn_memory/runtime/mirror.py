@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta
-from turn_memory.continuation.state import HandoffLedger
+from turn_memory.host.handoffs import HandoffLedger
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog, SurfaceError
 

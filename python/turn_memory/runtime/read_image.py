@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from turn_memory.host.images import find_image, marker_ref, markers_in
-from turn_memory.host.mirror import MirroredSession
-from turn_memory.memory_tools.registry import PublicTool, describe
-from turn_memory.workers import ToolAnswer, ToolArgs, ToolError, parse_args
+from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.runtime.public_tools import PublicTool, describe
+from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args
 
 NAME = "read_memory_image"
 PARAMETERS: dict[str, Any] = {

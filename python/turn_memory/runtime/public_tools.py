@@ -15,10 +15,10 @@ from typing import Any, Awaitable, Callable
 
 from turn_memory.bridge.protocol import AgentOptions, ToolSpec
 from turn_memory.config import EngineConfig
-from turn_memory.host.mirror import MirroredSession
-from turn_memory.landing.port import HostPort
+from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, prompt_sections
-from turn_memory.workers import ToolAnswer, ToolError
+from turn_memory.host.tools import ToolAnswer, ToolError
 
 log = logging.getLogger("turn_memory.memory_tools")
 PROMPT = "memory-tools"

@@ -1,4 +1,6 @@
-"""The hints as the compression worker reads them: one labelled entry per reasoning block. Pure.
+"""Long reasoning blocks, the thought hints that index them (D-014), and the hints as the
+compression worker reads them: one labelled entry per reasoning block. Pure; the hints
+feature makes them, turn jobs read them.
 
 The worker prompt (`prompts/turn-compression.md`) frames them; here each entry only says
 which reasoning it indexes, so the worker can find that block in the raw turn.
@@ -6,9 +8,28 @@ which reasoning it indexes, so the worker can find that block in the raw turn.
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Sequence
 
-from turn_memory.hints.service import Hint
+HintKey = tuple[int, int, str]
+
+
+@dataclass(frozen=True)
+class ReasoningBlock:
+    turn: int
+    step: int
+    text: str
+
+    @property
+    def key(self) -> HintKey:
+        return (self.turn, self.step, hashlib.sha256(self.text.encode("utf-8")).hexdigest()[:16])
+
+
+@dataclass(frozen=True)
+class Hint:
+    block: ReasoningBlock
+    text: str
 
 _OPENING_CHARS = 80
 

@@ -46,3 +46,11 @@ def is_host_context(message: dict[str, Any]) -> bool:
     if is_own_source(source):
         return CONTINUATION in source
     return not is_human_source(source)
+
+
+def event_source(event: dict[str, Any]) -> dict[str, Any]:
+    """The `source` of a node event's message ({} when it has none)."""
+    data = event.get("data") or {}
+    message = data if event["type"] == "user/message" else data.get("message") or {}
+    source = message.get("source")
+    return source if isinstance(source, dict) else {}

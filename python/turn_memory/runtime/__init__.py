@@ -1,0 +1,1 @@
+"""Shared runtime state below the features: the session mirror, the worker registry and the tools every worker scope shares, the public-tool registry, and the one executor that lands a plan through the port."""

@@ -35,10 +35,10 @@ from turn_memory.continuation import texts
 from turn_memory.host import handoffs
 from turn_memory.continuation.reminder import enabled
 from turn_memory.host.dialect import Dialect
+from turn_memory.runtime.interfaces import TurnJobs
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.bridge.port import HostPort
 from turn_memory.host.markers import PLUGIN
-from turn_memory.turns.service import TurnService
 
 log = logging.getLogger("turn_memory.continuation")
 
@@ -48,7 +48,7 @@ def followup_source(dialect: Dialect, request_id: str) -> dict[str, str]:
 
 
 class FollowupDispatcher:
-    def __init__(self, turns: TurnService) -> None:
+    def __init__(self, turns: TurnJobs) -> None:
         self._turns = turns
         #: (session, request id) being waited on or delivered by this process
         self._claimed: set[tuple[str, str]] = set()

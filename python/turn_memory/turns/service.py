@@ -18,7 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
 from turn_memory.config import EngineConfig
-from turn_memory.hints.service import HintService
+from turn_memory.runtime.interfaces import HintSource
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.bridge.port import HostPort
 from turn_memory.turns.job import TurnJob
@@ -31,7 +31,7 @@ log = logging.getLogger("turn_memory.turns")
 
 
 class TurnService:
-    def __init__(self, workers: WorkerRegistry, hints: HintService | None = None) -> None:
+    def __init__(self, workers: WorkerRegistry, hints: HintSource | None = None) -> None:
         self.queues: dict[str, TurnQueue] = {}
         self.hints = hints
         #: queued, compressing, and ready ones whose landing waits for a pre-step: (session, turn) -> job

@@ -1,0 +1,44 @@
+"""What one feature offers another, as interfaces: features never import each other, and
+`engine.py` hands each the other's object (the layer test enforces this)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Mapping, Protocol
+
+from turn_memory.bridge.port import HostPort
+from turn_memory.config import ThoughtHintsConfig
+from turn_memory.host.reasoning import Hint
+from turn_memory.runtime.mirror import MirroredSession
+
+
+class HintSource(Protocol):
+    """Thought hints for a turn's compression (`hints.HintService`; read by `turns`)."""
+
+    async def take(self, session: MirroredSession, turn: int, port: HostPort,
+                   config: ThoughtHintsConfig) -> list[Hint]: ...
+
+    def forget(self, session_id: str, turn: int) -> None: ...
+
+
+class TurnLanding(Protocol):
+    """A turn compression's progress (`turns.TurnJob`; read by `continuation`)."""
+
+    #: set once the compression is ready to land, or nothing will land
+    ready: asyncio.Event
+    landed: asyncio.Event
+    #: the worker finished a validated rewrite
+    finished: bool
+    #: "landed", "refused: …", "" while it waits
+    landing: str
+
+    def landable_in_next_turn(self) -> bool: ...
+
+    def landable_in_step(self, turn: int, step: int) -> bool: ...
+
+
+class TurnJobs(Protocol):
+    """The turn service's live jobs, (session id, turn) -> job (`turns.TurnService`)."""
+
+    @property
+    def jobs(self) -> Mapping[tuple[str, int], TurnLanding]: ...

@@ -55,7 +55,8 @@ def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] |
     return _VAR.sub(variable, out)
 
 
-def _read(name: str) -> str:
+def read_prompt(name: str) -> str:
+    """The template text of `prompts/<name>.md`, read fresh (the I/O edge: pure builders take this text)."""
     try:
         path = prompts_dir() / f"{name}.md"
     except ResourceError as exc:
@@ -67,13 +68,13 @@ def _read(name: str) -> str:
 
 
 def render_prompt(name: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
-    template = _read(name)
+    template = read_prompt(name)
     return render(template, values, flags).strip() + "\n"
 
 
 def prompt_sections(name: str) -> dict[str, str]:
     """A prompt file split at `## heading` lines: {heading: body}. Read fresh each call."""
-    text = _read(name)
+    text = read_prompt(name)
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in text.splitlines():

@@ -12,7 +12,8 @@ from fake_host import FakeHost
 from session_builders import work_session
 from turn_memory.compaction.segmented import SegmentedJob
 from turn_memory.compaction.selection import select_manual_range
-from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, tool_specs
+from turn_memory.compaction.segmented import worker_tool_specs
+from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError
 from turn_memory.host.tools import preview as _preview
 from turn_memory.config import CompactionConfig
 from turn_memory.host.dialect import RC8
@@ -39,7 +40,7 @@ def state(tools: SessionTools):
 
 
 def test_tool_specs_name_six_tools_with_descriptions_and_strict_schemas():
-    specs = {s["name"]: s for s in tool_specs()}
+    specs = {s["name"]: s for s in worker_tool_specs()}
     # the six editor tools, then read_memory_image which every worker scope also carries (D-010)
     assert tuple(specs) == (*TOOL_NAMES, "read_memory_image") and len(TOOL_NAMES) == 6
     assert all(s["description"] and s["parameters"]["additionalProperties"] is False for s in specs.values())

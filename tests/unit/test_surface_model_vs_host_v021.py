@@ -39,6 +39,7 @@ from surface_builders import (
     tool_message,
     user_message,
 )
+from turn_memory.prompts import read_prompt
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.selection import Selection, select_manual_range
 from turn_memory.host.dialect import V02
@@ -197,7 +198,7 @@ def _checkpoint(world: World, turn: int | None, *, selection: Selection | None =
     after_start = SessionLog(V02, world.events + start)
     summary = tx_.Summary(blocks=[{"type": "text", "text": "it happened"}], raw_output=[{"type": "text", "text": "it happened"}],
                           provider=PROVIDER["provider"], model=PROVIDER["model"])
-    message = tx_.checkpoint_message(V02, tx, summary)
+    message = tx_.checkpoint_message(V02, tx, summary, read_prompt("checkpoint"))
     if dialect_source is not None:
         message["source"] = dialect_source(message["source"])
     shadowed = tx_.shadowed_tokens(after_start, selection)

@@ -25,7 +25,7 @@ from turn_memory.host.images import missing_markers
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.land import LandingError, PartialLanding, Plan, SpanMoved, land
 from turn_memory.bridge.port import HostPort
-from turn_memory.prompts import PromptError, render_prompt
+from turn_memory.prompts import PromptError, read_prompt, render_prompt
 from turn_memory.runtime.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.compaction")
@@ -127,7 +127,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     try:
         summary = await produce_checkpoint(session, port, config, agent, selection, workers)
         shadowed = tx_.shadowed_tokens(session.log, selection)
-        message = tx_.checkpoint_message(session.dialect, tx, summary)
+        message = tx_.checkpoint_message(session.dialect, tx, summary, read_prompt("checkpoint"))
         tx_.check_smaller(message, shadowed)
         code = "commit"
         seqs = await land(session, port, lambda log_: tx_.commit_plan(log_, tx, start_seq, selection, summary, message, shadowed))

@@ -31,13 +31,19 @@ from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turns import surface_units
 from turn_memory.bridge.port import HostPort
-from turn_memory.prompts import PromptError, render_prompt
+from turn_memory.prompts import PromptError, prompt_sections, render_prompt
 from turn_memory.host.blocks import render_blocks
 from turn_memory.host.tools import ToolAnswer
+from turn_memory.runtime.workers import run_worker, worker_scope
 
 log = logging.getLogger("turn_memory.compaction")
 _ids = itertools.count(1)
 _role_label = {"user": "User", "assistant": "Assistant"}
+
+
+def worker_tool_specs() -> list[dict[str, Any]]:
+    """A segment worker's tools, with their descriptions from `prompts/session-worker-tools.md` (read fresh)."""
+    return worker_scope(tool_specs(prompt_sections("session-worker-tools")))
 
 
 class SegmentFailed(Exception):
@@ -162,20 +168,16 @@ class SegmentedJob:
                 prompt = self._prompt(segment, mode)
             except PromptError as exc:
                 raise SegmentFailed(f"prompt: {exc}") from exc
-            max_requests = min(cfg.maxWorkerRequests, budget)
             self.current_worker = worker_id
             try:
-                outcome: Any = await self.port.run_worker(self.session.id, {
+                outcome, used = await run_worker(self.port, self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
-                    "persona": render_prompt("session-worker-system", {}), "tools": tool_specs(),
-                    "maxRequests": max_requests, "label": f"turn-memory compaction {segment.id}",
+                    "persona": render_prompt("session-worker-system", {}), "tools": worker_tool_specs(),
+                    "maxRequests": min(cfg.maxWorkerRequests, budget), "label": f"turn-memory compaction {segment.id}",
                 }, min(cfg.workerTimeoutS, left))
-            except Exception as exc:
-                outcome = {"stop": "error", "detail": str(exc)}
             finally:
                 self.current_worker = None
-            used = outcome.get("requests") if isinstance(outcome, dict) else None
-            self.requests += min(used, max_requests) if isinstance(used, int) and used >= 0 else max_requests
+            self.requests += used
             if segment.index in self.tools.finished:
                 log.info("%s: %s done by worker %d (%s)", self.where, segment.id, attempt, mode)
                 return

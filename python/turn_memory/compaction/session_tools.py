@@ -8,22 +8,18 @@ and searched. Every invalid call returns a clear ToolError and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import Field, model_validator
 
 from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
-from turn_memory.runtime.read_image import worker_spec
-from turn_memory.prompts import prompt_sections
 from turn_memory.host.images import image_problems
-from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
 
 FINISH = "finish_session_segment"
 TOOL_NAMES = ("list_session_segments", "read_session_source", "read_session_memory", "search_session_memory",
               "replace_session_memory", FINISH)
-
-
 
 
 class ListArgs(ToolArgs):
@@ -74,36 +70,15 @@ class FinishArgs(ToolArgs):
     pass
 
 
-_SELECTION = {"ids": {"type": "array", "items": {"type": "string"}}, "from": {"type": "string"},
-              "to": {"type": "string"}, "offset": {"type": "integer"}}
-_SCHEMAS: dict[str, dict[str, Any]] = {
-    "list_session_segments": {"type": "object", "properties": {}, "additionalProperties": False},
-    "read_session_source": {"type": "object", "properties": {"segment": {"type": "string"}, **_SELECTION},
-                            "additionalProperties": False},
-    "read_session_memory": {"type": "object", "properties": dict(_SELECTION), "additionalProperties": False},
-    "search_session_memory": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-                              "required": ["query"], "additionalProperties": False},
-    "replace_session_memory": {
-        "type": "object",
-        "properties": {
-            "expected_revision": {"type": "integer"},
-            "from": {"type": "string"},
-            "to": {"type": "string"},
-            "nodes": {"type": "array", "items": {
-                "type": "object",
-                "properties": {"role": {"type": "string", "enum": ["user", "assistant"]}, "content": {"type": "string"}},
-                "required": ["role", "content"], "additionalProperties": False}},
-        },
-        "required": ["expected_revision", "from", "nodes"],
-        "additionalProperties": False,
-    },
-    FINISH: {"type": "object", "properties": {}, "additionalProperties": False},
-}
+#: each tool's argument model: its JSON schema is generated from it
+ARGS: dict[str, type[ToolArgs]] = {
+    "list_session_segments": ListArgs, "read_session_source": ReadSourceArgs, "read_session_memory": ReadMemoryArgs,
+    "search_session_memory": SearchArgs, "replace_session_memory": ReplaceArgs, FINISH: FinishArgs}
 
 
-def tool_specs() -> list[dict[str, Any]]:
-    descriptions = prompt_sections("session-worker-tools")
-    return [{"name": n, "description": descriptions[n].strip(), "parameters": _SCHEMAS[n]} for n in TOOL_NAMES] + [worker_spec()]
+def tool_specs(descriptions: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Name, description (`prompts/session-worker-tools.md`'s sections) and JSON schema of each tool."""
+    return [{"name": n, "description": descriptions[n].strip(), "parameters": tool_schema(ARGS[n])} for n in TOOL_NAMES]
 
 
 @dataclass

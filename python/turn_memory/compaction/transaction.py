@@ -16,7 +16,7 @@ from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
 from turn_memory.runtime.land import Plan
-from turn_memory.prompts import render_prompt
+from turn_memory.prompts import render
 
 
 @dataclass(frozen=True)
@@ -69,8 +69,9 @@ def shadowed_tokens(log: SessionLog, selection: Selection) -> int:
     return sum(log.price(seq) or 0 for seq in selection.shadowed)
 
 
-def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary) -> dict[str, Any]:
-    text = render_prompt("checkpoint", {"summary": summary.text})
+def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary, template: str) -> dict[str, Any]:
+    """The checkpoint user message; `template` is `prompts/checkpoint.md`'s text."""
+    text = render(template, {"summary": summary.text}).strip() + "\n"
     return {
         "id": str(uuid.uuid4()),
         "role": "user",

@@ -7,23 +7,22 @@ is the continuation request the dispatcher acts on after the turn's compression.
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import Field
 
 from turn_memory.continuation import state, texts
 from turn_memory.host import handoffs
 from turn_memory.continuation.reminder import enabled
 from turn_memory.runtime.public_tools import PublicCall, PublicTool
-from turn_memory.host.tools import ToolAnswer, ToolError
+from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, tool_schema
 
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"handoff": {
-        "type": "string",
-        "description": "What is done, the current state, what is unresolved, and exactly what the next turn must do.",
-    }},
-    "required": ["handoff"],
-    "additionalProperties": False,
-}
+
+# the schema the model sees; `handle` reads the argument leniently (`handoff_of`)
+class HandoffArgs(ToolArgs):
+    handoff: str = Field(description=(
+        "What is done, the current state, what is unresolved, and exactly what the next turn must do."))
+
+
+PARAMETERS = tool_schema(HandoffArgs)
 
 
 def handle(call: PublicCall) -> ToolAnswer:

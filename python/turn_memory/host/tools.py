@@ -51,3 +51,36 @@ class ToolAnswer:
     conclude: bool = False
     #: an ImageAttachmentRef returned to the model as an image block beside the text
     image: dict[str, Any] | None = None
+
+
+def tool_schema(model: type[ToolArgs]) -> dict[str, Any]:
+    """The JSON schema a model sees for a tool, generated from its argument model (so the two
+    never drift): strict objects, aliases as field names, optional fields as their plain type,
+    constraints and descriptions kept, titles and defaults dropped."""
+    schema = model.model_json_schema(by_alias=True)
+    defs = schema.pop("$defs", {})
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, list):
+            return [clean(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return clean(defs[node["$ref"].rsplit("/", 1)[-1]])
+        options = node.get("anyOf")
+        if options and any(o.get("type") == "null" for o in options):
+            rest = [o for o in options if o.get("type") != "null"]
+            # an optional field is simply left out: the model sees its plain type
+            merged = {**(rest[0] if len(rest) == 1 else {"anyOf": rest}),
+                      **{k: v for k, v in node.items() if k not in ("anyOf", "default")}}
+            return clean(merged)
+        out = {k: clean(v) for k, v in node.items() if k not in ("title", "default")}
+        if "properties" in node:
+            out["properties"] = {name: clean(prop) for name, prop in node["properties"].items()}
+        if out.get("type") == "object":
+            out.setdefault("properties", {})
+            out["additionalProperties"] = False
+        order = ("type", "description", "properties", "items", "required")
+        return {**{k: out[k] for k in order if k in out}, **{k: v for k, v in out.items() if k not in order}}
+
+    return clean(schema)

@@ -21,7 +21,7 @@ from turn_memory.runtime.public_tools import PublicCall, PublicTool
 from turn_memory.host.dialect import is_runtime_context, producer_of
 from turn_memory.host.markers import marker_of
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args, preview
+from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args, preview, tool_schema
 
 NAME = "read_session_history"
 SURFACE = ("user/message", "assistant/message", "tool/result")
@@ -32,22 +32,13 @@ SNIPPET_RADIUS = 90
 
 
 class Args(ToolArgs):
-    turn: int | None = Field(None, ge=1)
-    offset: int = Field(0, ge=0)
-    page: int = Field(1, ge=1)
-    query: str | None = None
+    turn: int | None = Field(None, ge=1, description="Turn number to read in full (from the catalog).")
+    offset: int = Field(0, ge=0, description="Character offset to continue a long turn from.")
+    query: str | None = Field(None, description="Words to search for in the original turns.")
+    page: int = Field(1, ge=1, description="Page of the catalog or of the search results (from 1).")
 
 
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "turn": {"type": "integer", "description": "Turn number to read in full (from the catalog)."},
-        "offset": {"type": "integer", "description": "Character offset to continue a long turn from."},
-        "query": {"type": "string", "description": "Words to search for in the original turns."},
-        "page": {"type": "integer", "description": "Page of the catalog or of the search results (from 1)."},
-    },
-    "additionalProperties": False,
-}
+PARAMETERS = tool_schema(Args)
 
 
 @dataclass

@@ -12,22 +12,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from turn_memory.host.images import find_image, marker_ref, markers_in
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.public_tools import PublicTool, describe
-from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args
+from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args, tool_schema
 
 NAME = "read_memory_image"
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"ref": {"type": "string", "description": "the marker's ref attribute, or the whole marker"}},
-    "required": ["ref"],
-    "additionalProperties": False,
-}
 
 
 class ReadImageArgs(ToolArgs):
-    ref: str
+    ref: str = Field(description="the marker's ref attribute, or the whole marker")
+
+
+PARAMETERS = tool_schema(ReadImageArgs)
 
 
 def attachment_id(ref: str) -> str:

@@ -45,7 +45,7 @@ from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.land import LandingError, LogKeptMoving, Plan, land, validate
 from turn_memory.bridge.port import HostPort
-from turn_memory.prompts import PromptError, render_prompt
+from turn_memory.prompts import PromptError, prompt_sections, render_prompt
 from turn_memory.turns import eligibility, landing as landing_
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.host.markers import marker_of
@@ -54,9 +54,15 @@ from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.results import ResultStore, make_record, stale_reason
 from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
 from turn_memory.host.tools import ToolAnswer
+from turn_memory.runtime.workers import run_worker, worker_scope
 
 log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)
+
+
+def worker_tool_specs() -> list[dict[str, Any]]:
+    """A turn worker's tools, with their descriptions from `prompts/turn-worker-tools.md` (read fresh)."""
+    return worker_scope(tool_specs(prompt_sections("turn-worker-tools")))
 
 
 class _Ahead:
@@ -377,20 +383,16 @@ class TurnJob:
             except PromptError as exc:
                 log.error("%s: prompt failed: %s", where, exc)
                 return f"the prompt failed: {exc}"
-            max_requests = min(cfg.maxWorkerRequests, budget)
             self.current_worker = worker_id
             try:
-                outcome = await self.port.run_worker(self.session.id, {
+                outcome, used = await run_worker(self.port, self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
-                    "persona": render_prompt("turn-worker-system", {}), "tools": tool_specs(),
-                    "maxRequests": max_requests, "label": label,
+                    "persona": render_prompt("turn-worker-system", {}), "tools": worker_tool_specs(),
+                    "maxRequests": min(cfg.maxWorkerRequests, budget), "label": label,
                 }, min(cfg.workerTimeoutS, left))
-            except Exception as exc:  # transport, timeout, host refusal: a failed worker
-                outcome = {"stop": "error", "detail": str(exc)}
             finally:
                 self.current_worker = None
-            used = outcome.get("requests") if isinstance(outcome, dict) else None
-            self.requests += min(used, max_requests) if isinstance(used, int) and used >= 0 else max_requests
+            self.requests += used
             if self._worker_finished:
                 return None
             shape = self._shape()

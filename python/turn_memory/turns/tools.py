@@ -11,20 +11,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import Field, model_validator
 
-from turn_memory.runtime.read_image import worker_spec
-from turn_memory.prompts import prompt_sections
-from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
 
 FINISH = "finish_turn_compression"
 TOOL_NAMES = ("list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", FINISH)
 MAX_READ_IDS = 64
-
-
 
 
 class ListArgs(ToolArgs):
@@ -61,46 +57,15 @@ class FinishArgs(ToolArgs):
     pass
 
 
-_SCHEMAS: dict[str, dict[str, Any]] = {
-    "list_turn_nodes": {"type": "object", "properties": {}, "additionalProperties": False},
-    "read_turn_nodes": {
-        "type": "object",
-        "properties": {
-            "ids": {"type": "array", "items": {"type": "string"}},
-            "from": {"type": "string"},
-            "to": {"type": "string"},
-            "offset": {"type": "integer", "minimum": 0},
-        },
-        "additionalProperties": False,
-    },
-    "replace_turn_nodes": {
-        "type": "object",
-        "properties": {
-            "from": {"type": "string"},
-            "to": {"type": "string"},
-            "nodes": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "properties": {"role": {"type": "string", "enum": ["user", "assistant", "tool"]},
-                                   "content": {"type": "string"}},
-                    "required": ["role", "content"],
-                    "additionalProperties": False,
-                },
-            },
-        },
-        "required": ["from", "nodes"],
-        "additionalProperties": False,
-    },
-    FINISH: {"type": "object", "properties": {}, "additionalProperties": False},
-}
+#: each tool's argument model: its JSON schema is generated from it
+ARGS: dict[str, type[ToolArgs]] = {"list_turn_nodes": ListArgs, "read_turn_nodes": ReadArgs,
+                                   "replace_turn_nodes": ReplaceArgs, FINISH: FinishArgs}
 
 
-def tool_specs() -> list[dict[str, Any]]:
-    """Name, description (from the prompt file, read fresh) and JSON schema of each tool."""
-    descriptions = prompt_sections("turn-worker-tools")
-    return [{"name": name, "description": descriptions[name].strip(), "parameters": _SCHEMAS[name]} for name in TOOL_NAMES] + [worker_spec()]
+def tool_specs(descriptions: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Name, description (`prompts/turn-worker-tools.md`'s sections) and JSON schema of each tool."""
+    return [{"name": name, "description": descriptions[name].strip(), "parameters": tool_schema(ARGS[name])}
+            for name in TOOL_NAMES]
 
 
 def _kind(node: WorkingNode) -> str:

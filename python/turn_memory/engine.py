@@ -46,7 +46,6 @@ from turn_memory.catalog import context_sections, declared, public_tools, worker
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
-from turn_memory.host.tools import ToolAnswer
 from turn_memory.runtime.workers import WorkerRegistry
 
 if TYPE_CHECKING:  # imported on first use (see on_call)
@@ -58,10 +57,6 @@ log = logging.getLogger("turn_memory.engine")
 ELIDED = ["assistant/chunk"]
 #: except a reasoning block's block-end (the assembled thought): thought hints start from it
 REASONING_BLOCK_END = ElideExcept(type="assistant/chunk", path=["chunk", "block", "type"], equals="reasoning")
-
-
-def _tool_result(answer: ToolAnswer) -> ToolResult:
-    return ToolResult(text=answer.text, isError=answer.is_error, conclude=answer.conclude, image=answer.image)
 
 
 class Engine:
@@ -189,7 +184,7 @@ class Engine:
             return self._at_request(params)
         if method == "worker.tool":
             assert isinstance(params, WorkerToolParams)
-            return _tool_result(self.workers.call(params.jobId, params.workerId, params.tool, params.args))
+            return self.workers.call(params.jobId, params.workerId, params.tool, params.args)
         if method == "tool.call":
             assert isinstance(params, PublicToolParams)
             return self._public_tool(peer, params)
@@ -235,12 +230,12 @@ class Engine:
         session = self.mirror.get(params.sessionId)
         if session is None or not session.is_user_session:
             return ToolResult(text="turn-memory does not keep this session's history (it is not a user session "
-                                   "mirrored by this engine)", isError=True)
+                                   "mirrored by this engine)", is_error=True)
         call = PublicCall(session=session, args=params.args, turn=session.log.index.open_turn, call_id=params.callId,
                           agent_options=params.agentOptions, config=self._config(peer), port=self._port(peer))
         answer = await self.public_tools.call(params.tool, call)
         log.info("session %s turn %s: %s%s", session.id, call.turn, params.tool, " (error)" if answer.is_error else "")
-        return _tool_result(answer)
+        return answer
 
     async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
         retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),

@@ -24,7 +24,7 @@ from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.host.blocks import render_blocks
 from turn_memory.turns.tools import ToolError, WorkerTools
-from turn_memory.host.tools import ToolAnswer
+from turn_memory.bridge.protocol import ToolResult
 from turn_memory.runtime.workers import WorkerRegistry
 
 SHOT = "sha256:" + "a" * 64
@@ -124,7 +124,7 @@ def host_with_images() -> FakeHost:
     return FakeHost(RC8, log.events)
 
 
-def call_public(host: FakeHost, args: Any) -> ToolAnswer:
+def call_public(host: FakeHost, args: Any) -> ToolResult:
     tools = PublicTools(public_tools())
     call = PublicCall(session=host.session, args=args, turn=2, call_id="call-1", agent_options=AgentOptions(),
                       config=EngineConfig(), port=host)
@@ -179,9 +179,9 @@ class _Job:
         self.session = session
         self.calls: list[str] = []
 
-    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
         self.calls.append(name)
-        return ToolAnswer("editor tool")
+        return ToolResult("editor tool")
 
 
 def test_workers_call_read_memory_image_for_the_session_they_edit():

@@ -156,15 +156,21 @@ class WorkerToolParams(_Model):
 
 
 class ToolResult(_Model):
-    """What a tool call (worker or public) returns to the model."""
+    """What a tool call (worker or public) returns to the model: the engine's one tool-result
+    type, from the tool that answers to the wire (`ToolResult("…", is_error=True)`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
     text: str
-    isError: bool = False
+    is_error: bool = Field(False, alias="isError")
     #: the calling agent's turn ends with this result (an accepted finish, a hand-off)
     conclude: bool = False
     #: an ImageAttachmentRef the shim verifies through the attachment service and returns
     #: as an image block beside the text
     image: dict[str, Any] | None = None
+
+    def __init__(self, text: str | None = None, /, **data: Any) -> None:
+        super().__init__(**data if text is None else {"text": text, **data})
 
 
 class PublicToolParams(_Model):

@@ -33,7 +33,7 @@ from turn_memory.host.turns import surface_units
 from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, prompt_sections, render_prompt
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.tools import ToolAnswer
+from turn_memory.bridge.protocol import ToolResult
 from turn_memory.runtime.workers import run_worker, worker_scope
 
 log = logging.getLogger("turn_memory.compaction")
@@ -215,13 +215,13 @@ class SegmentedJob:
             {"spawn": spawn, "handoff": bool(handoff), "images": bool(images)},
         )
 
-    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
         if self.tools is None or worker_id != self.current_worker:
-            return ToolAnswer("this worker is no longer active; stop now", is_error=True, conclude=True)
+            return ToolResult("this worker is no longer active; stop now", is_error=True, conclude=True)
         try:
             text = self.tools.call(name, args)
         except ToolError as exc:
             if name == FINISH and self.editor is not None:
                 self._refused.add(self.editor.shape())
-            return ToolAnswer(str(exc), is_error=True)
-        return ToolAnswer(text, conclude=name == FINISH)
+            return ToolResult(str(exc), is_error=True)
+        return ToolResult(text, conclude=name == FINISH)

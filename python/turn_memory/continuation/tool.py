@@ -13,7 +13,8 @@ from turn_memory.continuation import state, texts
 from turn_memory.host import handoffs
 from turn_memory.continuation.reminder import enabled
 from turn_memory.runtime.public_tools import PublicCall, PublicTool
-from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, tool_schema
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.tools import ToolArgs, ToolError, tool_schema
 
 
 # the schema the model sees; `handle` reads the argument leniently (`handoff_of`)
@@ -25,7 +26,7 @@ class HandoffArgs(ToolArgs):
 PARAMETERS = tool_schema(HandoffArgs)
 
 
-def handle(call: PublicCall) -> ToolAnswer:
+def handle(call: PublicCall) -> ToolResult:
     if call.turn is None:
         raise ToolError(f"{handoffs.TOOL} can only be called inside an open turn")
     if not isinstance(call.args, (dict, str)) or not handoffs.handoff_of(call.args):
@@ -36,7 +37,7 @@ def handle(call: PublicCall) -> ToolAnswer:
     if count < interval:
         raise ToolError(f"this turn is not long yet ({count} of {interval} context nodes); {handoffs.TOOL} is only "
                         "available once a long-turn reminder has appeared — continue working in this turn")
-    return ToolAnswer(texts.accepted(), conclude=True)
+    return ToolResult(texts.accepted(), conclude=True)
 
 
 def public_tool() -> PublicTool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -41,16 +40,6 @@ def parse_args(model: type[ToolArgs], args: Any) -> Any:
     except ValidationError as exc:
         details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
         raise ToolError(f"invalid arguments: {details}") from None
-
-
-@dataclass
-class ToolAnswer:
-    text: str
-    is_error: bool = False
-    #: the caller's turn ends with this result (an accepted finish, a hand-off)
-    conclude: bool = False
-    #: an ImageAttachmentRef returned to the model as an image block beside the text
-    image: dict[str, Any] | None = None
 
 
 def tool_schema(model: type[ToolArgs]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ from turn_memory.runtime.public_tools import PublicCall, PublicTool
 from turn_memory.host.dialect import is_runtime_context, producer_of
 from turn_memory.host.markers import marker_of
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args, preview, tool_schema
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
 
 NAME = "read_session_history"
 SURFACE = ("user/message", "assistant/message", "tool/result")
@@ -212,14 +213,14 @@ def _ranges(numbers: list[int]) -> str:
     return ", ".join(spans)
 
 
-def handle(call: PublicCall) -> ToolAnswer:
+def handle(call: PublicCall) -> ToolResult:
     args = parse_args(Args, call.args)
     turns = collect_turns(call.session.log.events)
     if args.turn is not None:
-        return ToolAnswer(read_turn(turns, args.turn, args.offset, call.config.sessionHistory.maxReadChars))
+        return ToolResult(read_turn(turns, args.turn, args.offset, call.config.sessionHistory.maxReadChars))
     if args.query is not None:
-        return ToolAnswer(search(turns, args.query, args.page))
-    return ToolAnswer(catalog(turns, args.page))
+        return ToolResult(search(turns, args.query, args.page))
+    return ToolResult(catalog(turns, args.page))
 
 
 TOOL = PublicTool(NAME, PARAMETERS, handle, enabled=lambda config: config.sessionHistory.enabled)

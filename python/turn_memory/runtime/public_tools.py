@@ -18,7 +18,8 @@ from turn_memory.config import EngineConfig
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, prompt_sections
-from turn_memory.host.tools import ToolAnswer, ToolError
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.tools import ToolError
 
 log = logging.getLogger("turn_memory.memory_tools")
 PROMPT = "memory-tools"
@@ -36,7 +37,7 @@ class PublicCall:
     port: HostPort
 
 
-Handler = Callable[[PublicCall], "ToolAnswer | Awaitable[ToolAnswer]"]
+Handler = Callable[[PublicCall], "ToolResult | Awaitable[ToolResult]"]
 
 
 @dataclass(frozen=True)
@@ -65,19 +66,19 @@ class PublicTools:
         descriptions = prompt_sections(PROMPT)
         return [describe(t.name, t.parameters, descriptions) for t in self._tools.values() if t.enabled(config)]
 
-    async def call(self, name: str, call: PublicCall) -> ToolAnswer:
+    async def call(self, name: str, call: PublicCall) -> ToolResult:
         tool = self._tools.get(name)
         if tool is None or not tool.enabled(call.config):
-            return ToolAnswer(f"unknown tool {name}", is_error=True)
+            return ToolResult(f"unknown tool {name}", is_error=True)
         try:
             answer = tool.handler(call)
             if inspect.isawaitable(answer):
                 answer = await answer
             return answer
         except ToolError as exc:
-            return ToolAnswer(str(exc), is_error=True)
+            return ToolResult(str(exc), is_error=True)
         except Exception:
             # a bug here must not break the caller's turn: it gets an error result instead
             log.exception("session %s turn %s: %s failed", call.session.id, call.turn, name)
-            return ToolAnswer(f"{name} failed inside turn-memory (see the engine log); nothing was changed",
+            return ToolResult(f"{name} failed inside turn-memory (see the engine log); nothing was changed",
                               is_error=True)

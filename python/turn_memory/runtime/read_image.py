@@ -17,7 +17,8 @@ from pydantic import Field
 from turn_memory.host.images import find_image, marker_ref, markers_in
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.public_tools import PublicTool, describe
-from turn_memory.host.tools import ToolAnswer, ToolArgs, ToolError, parse_args, tool_schema
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, tool_schema
 
 NAME = "read_memory_image"
 
@@ -44,14 +45,14 @@ def attachment_id(ref: str) -> str:
     return text
 
 
-def read_image(session: MirroredSession, args: Any) -> ToolAnswer:
+def read_image(session: MirroredSession, args: Any) -> ToolResult:
     """Resolve one ref against the session's log (raises ToolError for anything unknown)."""
     wanted = attachment_id(parse_args(ReadImageArgs, args).ref)
     ref = find_image(session.log.events, wanted)
     if ref is None:
         raise ToolError(f"no image with ref {wanted!r} appears in this session's history; only images this "
                         "session has seen can be read. Copy the ref from a <memory-image …/> marker.")
-    return ToolAnswer(f"The image {ref.marker} follows.", image=ref.raw)
+    return ToolResult(f"The image {ref.marker} follows.", image=ref.raw)
 
 
 def public_tool() -> PublicTool:

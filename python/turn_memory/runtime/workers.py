@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from turn_memory.host.tools import ToolAnswer, ToolError
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.tools import ToolError
 from turn_memory.runtime.read_image import worker_spec
 
 
@@ -12,11 +13,11 @@ class WorkerJob(Protocol):
     #: the session the job works for (a MirroredSession)
     session: Any
 
-    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer: ...
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult: ...
 
 
 #: a public tool a worker may call too: (the job's session, args) -> answer; raises ToolError
-SharedTool = Callable[[Any, Any], ToolAnswer]
+SharedTool = Callable[[Any, Any], ToolResult]
 
 
 class WorkerRegistry:
@@ -30,16 +31,16 @@ class WorkerRegistry:
     def remove(self, job_id: str) -> None:
         self._jobs.pop(job_id, None)
 
-    def call(self, job_id: str, worker_id: str, name: str, args: Any) -> ToolAnswer:
+    def call(self, job_id: str, worker_id: str, name: str, args: Any) -> ToolResult:
         job = self._jobs.get(job_id)
         if job is None:
-            return ToolAnswer("this job is over; stop now", is_error=True, conclude=True)
+            return ToolResult("this job is over; stop now", is_error=True, conclude=True)
         shared = self._shared.get(name)
         if shared is not None:  # read-only, answered for the session the worker edits
             try:
                 return shared(job.session, args)
             except ToolError as exc:
-                return ToolAnswer(str(exc), is_error=True)
+                return ToolResult(str(exc), is_error=True)
         return job.tool_call(worker_id, name, args)
 
 

@@ -53,7 +53,7 @@ from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.results import ResultStore, make_record, stale_reason
 from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
-from turn_memory.host.tools import ToolAnswer
+from turn_memory.bridge.protocol import ToolResult
 from turn_memory.runtime.workers import run_worker, worker_scope
 
 log = logging.getLogger("turn_memory.turns")
@@ -422,20 +422,20 @@ class TurnJob:
              "continuing": self._revision() > 0, "hints": bool(hints), "images": bool(images)},
         )
 
-    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolAnswer:
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
         """A worker's tool call, routed here by the engine."""
         if self._tools is None or worker_id != self.current_worker or self._worker_finished:
-            return ToolAnswer("this worker is no longer active; stop now", is_error=True, conclude=True)
+            return ToolResult("this worker is no longer active; stop now", is_error=True, conclude=True)
         try:
             text = self._tools.call(name, args)
         except ToolError as exc:
             if name == FINISH and self._todo:
                 self._refused.add(self._shape())
-            return ToolAnswer(str(exc), is_error=True)
+            return ToolResult(str(exc), is_error=True)
         if name == FINISH:
             self._worker_finished = True
-            return ToolAnswer(text, conclude=True)
-        return ToolAnswer(text)
+            return ToolResult(text, conclude=True)
+        return ToolResult(text)
 
     # -- landing -----------------------------------------------------------------------
     def _context(self, open_turn: int | None, workers: int | None = None,

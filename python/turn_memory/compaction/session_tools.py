@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
 from turn_memory.host.images import image_problems
+from turn_memory.host.paging import text_page
 from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
 
 FINISH = "finish_session_segment"
@@ -170,13 +171,10 @@ class SessionTools:
 
     # -- reads -------------------------------------------------------------------------
     def _page(self, body: str, offset: int) -> str:
-        if offset > len(body):
-            raise ToolError(f"offset {offset} is past the end ({len(body)} characters)")
-        page = body[offset: offset + self.read_limit_chars]
-        end = offset + len(page)
-        if end < len(body):
-            page += f"\n\n[truncated at character {end} of {len(body)}; repeat the call with offset={end}]"
-        return page
+        page = text_page(body, offset, self.read_limit_chars)
+        if page.more:
+            return f"{page.text}\n\n[truncated at character {page.end} of {page.total}; repeat the call with offset={page.end}]"
+        return page.text
 
     def _segment_index(self, name: str | None) -> int:
         if name is None:

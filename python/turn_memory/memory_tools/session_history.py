@@ -22,6 +22,7 @@ from turn_memory.host.dialect import is_runtime_context, producer_of
 from turn_memory.host.markers import marker_of
 from turn_memory.host.blocks import render_blocks
 from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.paging import list_page, text_page
 from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
 
 NAME = "read_session_history"
@@ -131,16 +132,14 @@ def catalog(turns: dict[int, TurnRecord], page: int) -> str:
     done = _completed(turns)
     if not done:
         return "This session has no completed turn yet."
-    pages = -(-len(done) // CATALOG_PAGE)
-    if page > pages:
-        raise ToolError(f"page {page} does not exist; the catalog has {pages} page(s)")
-    lines = [f"Completed turns of this session, newest first (page {page} of {pages}). "
+    shown = list_page(done, page, CATALOG_PAGE, "the catalog has")
+    lines = [f"Completed turns of this session, newest first (page {page} of {shown.count}). "
              f"Read one in full with {NAME}({{\"turn\": N}}); search with {{\"query\": \"...\"}}."]
-    for t in done[(page - 1) * CATALOG_PAGE: page * CATALOG_PAGE]:
+    for t in shown.items:
         lines.append(f"- turn {t.turn}: {preview(t.first_user, 100)!r} · {len(t.nodes)} nodes · "
                      f"text {t.text_chars:,} chars · reasoning {t.reasoning_chars:,} chars · "
                      f"{t.tool_calls} tool calls · turn-memory: {t.state}")
-    if page < pages:
+    if shown.more:
         lines.append(f"Older turns: page {page + 1}.")
     return "\n".join(lines)
 
@@ -153,15 +152,13 @@ def read_turn(turns: dict[int, TurnRecord], number: int, offset: int, limit: int
         why = "is still open (it is in your context as is)" if record is not None else "does not exist"
         raise ToolError(f"turn {number} {why}; {known}")
     text = render_turn(record)
-    if offset >= max(len(text), 1):
-        raise ToolError(f"offset {offset} is past the end of turn {number} ({len(text):,} characters)")
-    part = text[offset: offset + limit]
-    end = offset + len(part)
+    page = text_page(text, offset, limit, of=f"turn {number}")
+    end = page.end
     head = (f"Turn {number}, original nodes from the session log ({len(record.nodes)} nodes, {len(text):,} characters; "
             f"turn-memory: {record.state}). Characters {offset:,}–{end:,}.")
     tail = (f"\n\n[{len(text) - end:,} more characters: call {NAME} with turn={number} and offset={end}]"
-            if end < len(text) else "\n\n[end of turn]")
-    return f"{head}\n\n{part}{tail}"
+            if page.more else "\n\n[end of turn]")
+    return f"{head}\n\n{page.text}{tail}"
 
 
 def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
@@ -179,12 +176,10 @@ def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
     if not hits:
         return f"No completed turn of this session contains all of: {', '.join(terms)}."
     hits.sort(key=lambda h: (-h[0], -h[1].turn))
-    pages = -(-len(hits) // SEARCH_PAGE)
-    if page > pages:
-        raise ToolError(f"page {page} does not exist; the results have {pages} page(s)")
-    lines = [f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} (page {page} of {pages}, "
+    shown = list_page(hits, page, SEARCH_PAGE, "the results have")
+    lines = [f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} (page {page} of {shown.count}, "
              f"best first). Read one in full with {NAME}({{\"turn\": N}})."]
-    for count, record, snippets in hits[(page - 1) * SEARCH_PAGE: page * SEARCH_PAGE]:
+    for count, record, snippets in shown.items:
         lines.append(f"- turn {record.turn} ({count} hits; turn-memory: {record.state})")
         lines += [f"    …{s}…" for s in snippets]
     return "\n".join(lines)

@@ -15,6 +15,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, model_validator
 
+from turn_memory.host.paging import text_page
 from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
 
@@ -127,14 +128,11 @@ class WorkerTools:
         except EditError as exc:
             raise ToolError(str(exc)) from None
         body = "\n\n".join(f"### {n.id} · {n.role} · {'changed' if n.changed else 'unchanged'}\n{n.text}" for n in picked)
-        if args.offset > len(body):
-            raise ToolError(f"offset {args.offset} is past the end ({len(body)} characters)")
-        page = body[args.offset: args.offset + self.read_limit_chars]
-        end = args.offset + len(page)
-        if end < len(body):
-            page += (f"\n\n[truncated at character {end} of {len(body)}; call read_turn_nodes again with the same "
-                     f"selection and offset={end} to continue]")
-        return page
+        page = text_page(body, args.offset, self.read_limit_chars)
+        if page.more:
+            return (f"{page.text}\n\n[truncated at character {page.end} of {page.total}; call read_turn_nodes again "
+                    f"with the same selection and offset={page.end} to continue]")
+        return page.text
 
     def _replace(self, args: ReplaceArgs) -> str:
         outputs = [Output(n.role, n.content) for n in args.nodes]

@@ -21,7 +21,6 @@ from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.tokens import estimate_message
 
 TASKS = [
     "Create a file notes.md with three short facts about the zstd compression format.",
@@ -73,9 +72,9 @@ def _history_read(fake: FakeModel) -> str | None:
 
 def _surface_tokens(log: SessionLog) -> tuple[int, int]:
     """The conversation's messages (0.2's system-prompt node is the host's, not history)."""
-    messages = [m for seq in log.nodes if (m := log.message_of(seq)) is not None
-                and m.get("role") in ("user", "assistant", "tool")]
-    return sum(estimate_message(m) for m in messages), len(messages)
+    nodes = [seq for seq in log.nodes if (m := log.message_of(seq)) is not None
+             and m.get("role") in ("user", "assistant", "tool")]
+    return log.tokens(nodes), len(nodes)
 
 
 def _report(home: DshHome, session_id: str) -> dict[str, Any]:
@@ -86,7 +85,7 @@ def _report(home: DshHome, session_id: str) -> dict[str, Any]:
         return {"events": len(events)}
     raw = [e for e in events if e.get("surfaceOp") == "append" and e["type"] in ("user/message", "assistant/message", "tool/result")]
     final = SessionLog(dialect, events)
-    raw_tokens = sum(estimate_message(m) for e in raw if (m := final.message_of(e["seq"])) is not None)
+    raw_tokens = final.tokens(e["seq"] for e in raw)
     before = SessionLog(dialect, events[: checkpoint["seq"]])
     after = SessionLog(dialect, events[: checkpoint["seq"] + 2])  # + compaction/end
     return {

@@ -48,7 +48,7 @@ def run_turn(host, cfg: EngineConfig, scripts: list[WorkerScript]):
 
 def test_a_small_turn_gets_the_no_op_marker_and_no_worker_and_the_context_is_unchanged():
     host = one_turn_host()
-    tokens = eligibility.turn_tokens(host.log.message_of(s) for s in turn_nodes(host.log, 1))
+    tokens = host.log.tokens(turn_nodes(host.log, 1))
     assert 0 < tokens < TurnConfig().minTurnTokens  # the default skips it
     before = surface_messages(host)
     started = run_turn(host, EngineConfig(), [WorkerScript([FINISH])])
@@ -60,7 +60,7 @@ def test_a_small_turn_gets_the_no_op_marker_and_no_worker_and_the_context_is_unc
 
 def test_a_big_turn_is_compressed_with_the_default_policy():
     host = one_turn_host(shape=BIG)
-    tokens = eligibility.turn_tokens(host.log.message_of(s) for s in turn_nodes(host.log, 1))
+    tokens = host.log.tokens(turn_nodes(host.log, 1))
     assert tokens >= TurnConfig().minTurnTokens
     started = run_turn(host, EngineConfig(), [WorkerScript([fold_all(host), FINISH])])
     assert [s["mode"] for s in started] == ["fork"]
@@ -83,12 +83,12 @@ def test_decide_counts_dshs_token_estimate_and_never_rewrites_a_turn_the_model_s
     originals = original_nodes(host.log, positions)
     messages = [host.log.message_of(s) for s in positions]
     expected = sum(estimate_message(m) for m in messages)
-    verdict = eligibility.decide(originals, messages, TurnConfig(minTurnTokens=expected))
+    verdict = eligibility.decide(originals, host.log.tokens(positions), TurnConfig(minTurnTokens=expected))
     assert verdict.eligible and verdict.tokens == expected
-    below = eligibility.decide(originals, messages, TurnConfig(minTurnTokens=expected + 1))
+    below = eligibility.decide(originals, expected, TurnConfig(minTurnTokens=expected + 1))
     assert not below.eligible and "minTurnTokens" in below.reason
     silent = [o for o in originals if o.role != "assistant"]
-    assert eligibility.decide(silent, messages, TurnConfig(minTurnTokens=0)).reason == "no assistant transcript"
+    assert eligibility.decide(silent, expected, TurnConfig(minTurnTokens=0)).reason == "no assistant transcript"
 
 
 def test_a_handoff_turn_gets_a_worker_whatever_its_size_but_never_one_the_model_said_nothing_in():
@@ -96,8 +96,8 @@ def test_a_handoff_turn_gets_a_worker_whatever_its_size_but_never_one_the_model_
     host = one_turn_host()
     positions = turn_nodes(host.log, 1)
     originals = original_nodes(host.log, positions)
-    messages = [host.log.message_of(s) for s in positions]
-    assert not eligibility.decide(originals, messages, TurnConfig()).eligible  # small: no worker
-    assert eligibility.decide(originals, messages, TurnConfig(), handoff=True).eligible
+    tokens = host.log.tokens(positions)
+    assert not eligibility.decide(originals, tokens, TurnConfig()).eligible  # small: no worker
+    assert eligibility.decide(originals, tokens, TurnConfig(), handoff=True).eligible
     silent = [o for o in originals if o.role != "assistant"]
-    assert eligibility.decide(silent, messages, TurnConfig(), handoff=True).reason == "no assistant transcript"
+    assert eligibility.decide(silent, tokens, TurnConfig(), handoff=True).reason == "no assistant transcript"

@@ -66,7 +66,7 @@ def failure_plan(tx: Transaction, error: str) -> Plan:
 
 
 def shadowed_tokens(log: SessionLog, selection: Selection) -> int:
-    return sum(log.price(seq) or 0 for seq in selection.shadowed)
+    return log.tokens(selection.shadowed)
 
 
 def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary, template: str) -> dict[str, Any]:

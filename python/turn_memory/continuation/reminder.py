@@ -25,8 +25,7 @@ def enabled(config: EngineConfig) -> bool:
 
 def context_tokens(session: MirroredSession) -> int:
     """DSH token-meter's heuristic over the whole current surface (a reference, not a trigger)."""
-    log_ = session.log
-    return sum(log_.price(s) or 0 for s in log_.nodes)
+    return session.log.tokens()
 
 
 class Reminders:

@@ -437,6 +437,12 @@ class SessionLog:
             price = self._prices[seq] = estimate_message(message) if message is not None else None
             return price
 
+    def tokens(self, seqs: Iterable[int] | None = None) -> int:
+        """The token-meter heuristic's price of these nodes (default: the whole surface): the
+        one place a set of nodes is priced."""
+        price = self.price
+        return sum(price(seq) or 0 for seq in (self.nodes if seqs is None else seqs))
+
     def surface_messages(self) -> list[dict[str, Any]]:
         """The derived model history: the projection of every surface node, in order."""
         return [m for m in map(self.message_of, self.nodes) if m is not None]

@@ -17,10 +17,9 @@ runs on the compressed turn (issue 12): it gets a worker whatever its size.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Sequence
 
 from turn_memory.config import TurnConfig
-from turn_memory.host.tokens import estimate_message
 from turn_memory.turns.nodes import OriginalNode
 
 
@@ -33,15 +32,10 @@ class Eligibility:
     reason: str = ""
 
 
-def turn_tokens(messages: Iterable[dict[str, Any] | None]) -> int:
-    return sum(estimate_message(m) for m in messages if m is not None)
-
-
-def decide(originals: Sequence[OriginalNode], messages: Iterable[dict[str, Any] | None], config: TurnConfig,
+def decide(originals: Sequence[OriginalNode], tokens: int, config: TurnConfig,
            handoff: bool = False) -> Eligibility:
-    """Whether a worker should compress this turn (`messages`: its surface nodes' messages;
-    `handoff`: the turn ended with a hand-off that waits for its compression)."""
-    tokens = turn_tokens(messages)
+    """Whether a worker should compress this turn (`tokens`: its surface nodes' price,
+    `SessionLog.tokens`; `handoff`: the turn ended with a hand-off that waits for its compression)."""
     if not any(o.role == "assistant" and o.text.strip() for o in originals):
         return Eligibility(False, tokens, "no assistant transcript")
     if handoff:

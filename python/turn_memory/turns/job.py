@@ -156,7 +156,7 @@ class TurnJob:
             self._stop("skipped")
             return
         originals = original_nodes(self.session.log, positions)
-        verdict = eligibility.decide(originals, map(self.session.log.message_of, positions), self.config,
+        verdict = eligibility.decide(originals, self.session.log.tokens(positions), self.config,
                                      handoff=self.turn in self.session.handoffs.requests)
         if not verdict.eligible:
             # a turn not worth a worker, or one no worker could rewrite into a user -> assistant

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Literal
 
 from pydantic import BaseModel
 
@@ -48,7 +49,7 @@ from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
 from turn_memory.runtime.workers import WorkerRegistry
 
-if TYPE_CHECKING:  # imported on first use (see on_call)
+if TYPE_CHECKING:  # imported on first use (see _compact_now)
     from turn_memory.compaction.manual import Rewrites
 
 log = logging.getLogger("turn_memory.engine")
@@ -124,81 +125,90 @@ class Engine:
                            contextSections=sections,
                            snapshotSources=[dict(m) for m in dialect.snapshot_sources])
 
-    # -- messages ----------------------------------------------------------------------
+    # -- messages (routed by DISPATCH, below) --------------------------------------------
     def is_inline(self, method: str) -> bool:
-        # worker tool calls only touch the in-memory editor: answer them in order, at once
-        return method in ("ping", "worker.tool")
+        handler = DISPATCH.get(method)
+        return handler is not None and handler.inline
 
     def on_notify(self, peer: Peer, method: str, params: BaseModel, payload: bytes | None) -> None:
-        if method == "session.events":
-            assert isinstance(params, SessionEventsParams)
-            dialect, config = self._peers[peer.identity]
-            events = self.mirror.receive(peer, dialect, params, payload)
-            if events is None:
-                self._request_resync(peer, params.sessionId)
-                return
-            session = self.mirror.get(params.sessionId)
-            assert session is not None
-            self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
-            self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config,
-                                 self._results.get(peer.identity))
-            self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
-        elif method == "agent.stream":
-            assert isinstance(params, AgentStreamParams)
-            session = self.mirror.get(params.sessionId)
-            block = stream_block(params.turn, params.step, params.chunk)
-            if session is not None and block is not None:
-                self.hints.on_stream(session, block, lambda: self._port(peer), self._peers[peer.identity][1])
-        elif method == "session.closed":
-            assert isinstance(params, SessionClosedParams)
-            self.mirror.close(params.sessionId)
-            self.hints.forget_session(params.sessionId)
+        handler = DISPATCH.get(method)
+        if handler is not None and handler.kind == "notify":
+            handler.fn(self, peer, params, payload)
 
     def on_call(self, peer: Peer, method: str, params: BaseModel, payload: bytes | None) -> Any:
-        if method == "ping":
-            assert isinstance(params, PingParams)
-            return {"echo": params.echo}
-        if method in ("compact.now", "compact.region"):
-            # imported on first use: serving turns does not need it, and the engine's start-up
-            # imports compete with DSH's own boot and turn 1 for the CPU
-            from turn_memory.compaction.manual import compact_now, compact_region
-        if method == "compact.now":
-            assert isinstance(params, CompactNowParams)
-            session = self._session(params.sessionId)
-            return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
-                               self.workers, self._rewrites(session, None, peer))
-        if method == "compact.region":
-            assert isinstance(params, CompactRegionParams)
-            session = self._session(params.sessionId)
-            # DSH chose the range: land nothing that would move it, only wait for the rewrite
-            return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                                  params.start, params.end, self.workers, self._rewrites(session, None, peer))
-        if method == "turn.preStep":
-            assert isinstance(params, PreStepParams)
-            session = self.mirror.get(params.sessionId)
-            if session is None or not session.is_user_session:
-                return {}
-            return self._pre_step(session, params, self._config(peer))
-        if method == "turn.request":
-            assert isinstance(params, RequestParams)
-            return self._at_request(params)
-        if method == "worker.tool":
-            assert isinstance(params, WorkerToolParams)
-            return self.workers.call(params.jobId, params.workerId, params.tool, params.args)
-        if method == "tool.call":
-            assert isinstance(params, PublicToolParams)
-            return self._public_tool(peer, params)
-        if method == "compact.ifNeeded":
-            assert isinstance(params, CompactIfNeededParams)
-            session = self._session(params.sessionId)
-            port = self._port(peer)
-            return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
-                                             params.agentOptions, self._rewrites(session, "open", peer))
-        if method == "compact.overflow":
-            assert isinstance(params, OverflowParams)
-            session = self._session(params.sessionId)
-            return self._overflow(session, params, peer)
-        raise RemoteError(ErrorInfo(code="unknown-method", message=method))
+        handler = DISPATCH.get(method)
+        if handler is None or handler.kind != "call":
+            raise RemoteError(ErrorInfo(code="unknown-method", message=method))
+        return handler.fn(self, peer, params, payload)
+
+    def _session_events(self, peer: Peer, params: SessionEventsParams, payload: bytes | None) -> None:
+        dialect, config = self._peers[peer.identity]
+        events = self.mirror.receive(peer, dialect, params, payload)
+        if events is None:
+            self._request_resync(peer, params.sessionId)
+            return
+        session = self.mirror.get(params.sessionId)
+        assert session is not None
+        self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
+        self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config,
+                             self._results.get(peer.identity))
+        # after the turn service saw the same events: it owns the compression jobs
+        self.followups.on_events(session, events, params.reset, lambda: self._port(peer), config)
+
+    def _agent_stream(self, peer: Peer, params: AgentStreamParams, payload: bytes | None) -> None:
+        session = self.mirror.get(params.sessionId)
+        block = stream_block(params.turn, params.step, params.chunk)
+        if session is not None and block is not None:
+            self.hints.on_stream(session, block, lambda: self._port(peer), self._peers[peer.identity][1])
+
+    def _session_closed(self, peer: Peer, params: SessionClosedParams, payload: bytes | None) -> None:
+        self.mirror.close(params.sessionId)
+        self.hints.forget_session(params.sessionId)
+
+    def _ping(self, peer: Peer, params: PingParams, payload: bytes | None) -> dict[str, Any]:
+        return {"echo": params.echo}
+
+    def _compact_now(self, peer: Peer, params: CompactNowParams, payload: bytes | None) -> Any:
+        # imported on first use: serving turns does not need it, and the engine's start-up
+        # imports compete with DSH's own boot and turn 1 for the CPU
+        from turn_memory.compaction.manual import compact_now
+
+        session = self._session(params.sessionId)
+        return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
+                           self.workers, self._rewrites(session, None, peer))
+
+    def _compact_region(self, peer: Peer, params: CompactRegionParams, payload: bytes | None) -> Any:
+        from turn_memory.compaction.manual import compact_region  # on first use, as compact.now
+
+        session = self._session(params.sessionId)
+        # DSH chose the range: land nothing that would move it, only wait for the rewrite
+        return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
+                              params.start, params.end, self.workers, self._rewrites(session, None, peer))
+
+    def _turn_pre_step(self, peer: Peer, params: PreStepParams, payload: bytes | None) -> Any:
+        session = self.mirror.get(params.sessionId)
+        if session is None or not session.is_user_session:
+            return {}
+        return self._pre_step(session, params, self._config(peer))
+
+    def _turn_request(self, peer: Peer, params: RequestParams, payload: bytes | None) -> Any:
+        return self._at_request(params)
+
+    def _worker_tool(self, peer: Peer, params: WorkerToolParams, payload: bytes | None) -> ToolResult:
+        return self.workers.call(params.jobId, params.workerId, params.tool, params.args)
+
+    def _tool_call(self, peer: Peer, params: PublicToolParams, payload: bytes | None) -> Any:
+        return self._public_tool(peer, params)
+
+    def _compact_if_needed(self, peer: Peer, params: CompactIfNeededParams, payload: bytes | None) -> Any:
+        session = self._session(params.sessionId)
+        port = self._port(peer)
+        return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
+                                         params.agentOptions, self._rewrites(session, "open", peer))
+
+    def _compact_overflow(self, peer: Peer, params: OverflowParams, payload: bytes | None) -> Any:
+        session = self._session(params.sessionId)
+        return self._overflow(session, params, peer)
 
     async def _pre_step(self, session: MirroredSession, params: PreStepParams, config: EngineConfig) -> PreStepResult:
         if params.turn > 1 and faults.fire(faults.HANG_PRESTEP):
@@ -279,3 +289,34 @@ class Engine:
                 log.error("session %s: resync request failed: %s", session_id, exc)
 
         asyncio.get_running_loop().create_task(ask())
+
+
+@dataclass(frozen=True)
+class Handler:
+    """How the engine serves one shim method."""
+
+    kind: Literal["call", "notify"]
+    params: type[BaseModel]
+    #: (engine, peer, params, payload) -> the result, or an awaitable of it (run as a task)
+    fn: Callable[..., Any]
+    #: answered in order, at once, never as a task: it only touches in-memory state
+    inline: bool = False
+
+
+#: every method the shim may send, but `hello` (the bridge server authenticates it and calls
+#: `on_hello`); `tests/unit/test_dispatch.py` checks it against `bridge.protocol` and the shim
+DISPATCH: dict[str, Handler] = {
+    "ping": Handler("call", PingParams, Engine._ping, inline=True),
+    # worker tool calls only touch the in-memory editor: answered in order, at once
+    "worker.tool": Handler("call", WorkerToolParams, Engine._worker_tool, inline=True),
+    "tool.call": Handler("call", PublicToolParams, Engine._tool_call),
+    "turn.preStep": Handler("call", PreStepParams, Engine._turn_pre_step),
+    "turn.request": Handler("call", RequestParams, Engine._turn_request),
+    "compact.now": Handler("call", CompactNowParams, Engine._compact_now),
+    "compact.region": Handler("call", CompactRegionParams, Engine._compact_region),
+    "compact.ifNeeded": Handler("call", CompactIfNeededParams, Engine._compact_if_needed),
+    "compact.overflow": Handler("call", OverflowParams, Engine._compact_overflow),
+    "session.events": Handler("notify", SessionEventsParams, Engine._session_events),
+    "agent.stream": Handler("notify", AgentStreamParams, Engine._agent_stream),
+    "session.closed": Handler("notify", SessionClosedParams, Engine._session_closed),
+}

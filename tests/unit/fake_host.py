@@ -15,8 +15,6 @@ from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, Se
 from turn_memory.host.dialect import Dialect
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.host.surface import SessionLog, SurfaceError
-from turn_memory.turns.service import TurnService
-from turn_memory.runtime.workers import WorkerRegistry
 
 SESSION = "session-test"
 
@@ -125,8 +123,12 @@ class WorkerScript:
 
 
 def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) -> list[dict[str, Any]]:
-    """Make `host.run_worker` play `scripts` in order, routing tool calls through `service`."""
+    """Make `host.run_worker` play `scripts` in order, routing tool calls as the shim's
+    `worker.tool` does: through `service`'s worker registry (a service with `workers`, a
+    registry, or anything with `tool_call`)."""
     started: list[dict[str, Any]] = []
+    registry = getattr(service, "workers", service)
+    route = getattr(service, "tool_call", None) or registry.call
 
     async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         started.append(spec)
@@ -134,7 +136,7 @@ def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) ->
         for requests, (tool, args) in enumerate(script.calls, start=1):
             if requests > spec["maxRequests"]:
                 return {"stop": "request-limit", "requests": requests - 1}
-            answer = service.tool_call(spec["jobId"], spec["workerId"], tool, args)
+            answer = route(spec["jobId"], spec["workerId"], tool, args)
             script.answers.append(answer)
             if answer.conclude:
                 return {"stop": "concluded", "requests": requests}
@@ -142,14 +144,3 @@ def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) ->
 
     host.run_worker = run_worker  # type: ignore[method-assign]
     return started
-
-
-class WiredTurnService(TurnService):
-    """The turn service plus its worker registry, as the engine wires them."""
-
-    def __init__(self, hints: Any = None) -> None:
-        self.registry = WorkerRegistry()
-        super().__init__(self.registry, hints)
-
-    def tool_call(self, job_id: str, worker_id: str, name: str, args: Any) -> Any:
-        return self.registry.call(job_id, worker_id, name, args)

@@ -5,16 +5,15 @@ but the missing prompt section."""
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import time
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WiredTurnService, WorkerScript, attach_workers
+from engine_harness import EngineHarness, forward
+from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from surface_builders import LogBuilder
 from turn_builders import Shape, add_turn
-from turn_memory.bridge.protocol import SessionEventsParams
 from turn_memory.config import EngineConfig, ThoughtHintsConfig
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.hints.client import DshLlmHints, EndpointHints, HintFailed, make_client
@@ -86,16 +85,6 @@ def reasoning_turn_host(dialect=RC8, text: str = THOUGHT) -> FakeHost:
     return FakeHost(dialect, b.events[:-1])
 
 
-def forward(host: FakeHost, services, config: EngineConfig, reset: bool = False) -> None:
-    """What the shim's mirror does: send the new events; the engine hands them to each service."""
-    new = host.log.events[host._sent:]
-    params = SessionEventsParams(sessionId=SESSION, start=host._sent, count=len(new))
-    events = host.mirror.receive(None, host.dialect, params, json.dumps(new).encode())
-    host._sent = len(host.log)
-    for service in services:
-        service.on_events(host.session, events, reset, lambda: host, config)
-
-
 # -- detection (pure) ----------------------------------------------------------------------
 def test_only_a_reasoning_block_end_is_a_live_block():
     assert live_block(chunk_event(5, 2, 3, block_end("why"))) == ReasoningBlock(2, 3, "why")
@@ -148,11 +137,11 @@ def test_a_long_live_block_is_requested_once_and_the_turn_takes_it():
         host.host_append("assistant/chunk", {"turn": 1, "step": 1, "chunk": end})
         host.host_append("assistant/chunk", {"turn": 1, "step": 1, "chunk": end})  # a repeat changes nothing
         host.host_append("assistant/chunk", {"turn": 1, "step": 2, "chunk": block_end("short")})
-        forward(host, [hints], config)
+        forward(host, config, hints)
         await asyncio.sleep(0.01)
         assert len(client.calls) == 1  # started live, before turn/end
         host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-        forward(host, [hints], config)  # the turn-end scan finds it already started
+        forward(host, config, hints)  # the turn-end scan finds it already started
         return await hints.take(host.session, 1, host, config.thoughtHints)
 
     taken = run(scenario())
@@ -169,7 +158,7 @@ def test_after_a_restart_the_job_requests_hints_from_the_durable_messages():
     hints = HintService(client.factory)
 
     async def scenario():
-        forward(host, [hints], config, reset=True)  # a reset replays history: nothing starts
+        forward(host, config, hints, reset=True)  # a reset replays history: nothing starts
         await asyncio.sleep(0.01)
         assert client.calls == []
         return await hints.take(host.session, 1, host, config.thoughtHints)
@@ -184,11 +173,11 @@ def test_an_engine_connecting_mid_turn_catches_up_on_the_open_turns_thoughts():
 
     async def scenario():
         host.host_append("assistant/chunk", {"turn": 1, "step": 2, "chunk": block_end("later thought " * 20)})
-        forward(host, [hints], config, reset=True)  # the whole log, turn 1 still open
+        forward(host, config, hints, reset=True)  # the whole log, turn 1 still open
         await asyncio.sleep(0.01)
         assert sorted(c[1][:5] for c in client.calls) == ["I sus", "later"]
         host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-        forward(host, [hints], config)
+        forward(host, config, hints)
         await asyncio.sleep(0.01)
         assert len(client.calls) == 2  # nothing requested twice
 
@@ -201,7 +190,7 @@ def test_turn_end_starts_hints_an_adapter_never_ended_live():
 
     async def scenario():
         host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-        forward(host, [hints], config)
+        forward(host, config, hints)
         await asyncio.sleep(0.01)
         assert len(client.calls) == 1
 
@@ -215,7 +204,7 @@ def test_a_hint_for_a_block_the_turn_does_not_keep_is_dropped():
     async def scenario():
         # a streamed attempt the host retried: its block never reached an assistant/message
         host.host_append("assistant/chunk", {"turn": 1, "step": 1, "chunk": block_end("abandoned attempt " * 20)})
-        forward(host, [hints], config)
+        forward(host, config, hints)
         return await hints.take(host.session, 1, host, config.thoughtHints)
 
     taken = run(scenario())
@@ -231,7 +220,7 @@ def test_disabled_or_short_reasoning_sends_nothing():
         async def scenario():
             host.host_append("assistant/chunk", {"turn": 1, "step": 1, "chunk": block_end(THOUGHT)})
             host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-            forward(host, [hints], config)
+            forward(host, config, hints)
             return await hints.take(host.session, 1, host, config.thoughtHints) if config.turns.enabled else []
 
         assert run(scenario()) == [] and client.calls == []
@@ -340,13 +329,13 @@ def test_the_prompt_section_appears_only_with_hints():
 def test_the_job_waits_for_the_turns_hints_and_lands_either_way(client, in_prompt):
     host, config = reasoning_turn_host(), cfg(timeoutS=0.3)
     hints = HintService(client.factory)
-    service = WiredTurnService(hints)
+    service = EngineHarness(hints).turns
     started = attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
         host.host_append("assistant/chunk", {"turn": 1, "step": 1, "chunk": block_end(THOUGHT)})
         host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-        forward(host, [hints, service], config)
+        forward(host, config, hints, service)
         await asyncio.sleep(0.05)
         host.host_append("turn/start", {"turn": 2})
         host._forward()

@@ -10,7 +10,9 @@ from typing import Callable
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
+from engine_harness import EngineHarness
+from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
+from turn_memory.turns.service import TurnService
 from surface_builders import LogBuilder
 from test_turn_jobs import FINISH, marks, next_turn_prestep, reopen
 from turn_builders import Shape, add_turn
@@ -48,7 +50,7 @@ def run_backlog(host: FakeHost, cfg: EngineConfig, scripts: list[WorkerScript], 
                 service: TurnService | None = None, check_ready: Callable[[TurnService], None] | None = None) -> list[dict]:
     """The engine sees every turn/end at once (one queue), then turn TURNS+1 opens and lands them
     (`check_ready`: called once the queue drained, before that turn opens)."""
-    service = service or TurnService()
+    service = service or EngineHarness().turns
     started = attach_workers(host, service, scripts)
 
     async def scenario():
@@ -171,7 +173,7 @@ def test_a_batch_shares_one_request_budget_and_gives_up_as_a_whole(caplog):
     # every worker keeps changing turn 1 (progress each time) and never finishes
     scripts = [WorkerScript([("replace_turn_nodes", {"from": "t1.n5" if k == 0 else f"t1.r{k}", "nodes": [
         {"role": "assistant", "content": f"version {k}"}]}), *[("list_turn_nodes", {})] * 10]) for k in range(10)]
-    service = TurnService()
+    service = EngineHarness().turns
     with caplog.at_level("INFO", logger="turn_memory.turns"):
         started = run_backlog(host, cfg, scripts, service=service)
     assert [s["label"] for s in started] == ["turn-memory turns 1-3"] * 3
@@ -206,7 +208,7 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     after the restart turn 1's job claims 2 and 3: turn 2 lands from its sidecar, and only
     turns 1 and 3 go to the worker."""
     host, store = backlog_host(), ResultStore(tmp_path / "dsh-home")
-    first = TurnService()
+    first = EngineHarness().turns
     cfg1 = config(batchTurns=1, workerAttempts=1)
     started = attach_workers(host, first, [WorkerScript([]), WorkerScript([fold(2, prefix=False), FINISH]),
                                            WorkerScript([])])
@@ -223,7 +225,7 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     assert len(started) == 3 and store.turns(SESSION) == [2]
     assert marks(host) == [("pending", 1), ("pending", 2), ("pending", 3)]
 
-    second, cfg = TurnService(), config()
+    second, cfg = EngineHarness().turns, config()
     again = attach_workers(host, second, [WorkerScript([fold(1), fold(3), FINISH])])
 
     async def after_the_restart():

@@ -8,9 +8,11 @@ import json
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
+from engine_harness import EngineHarness, forward
+from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from surface_builders import LogBuilder, new_id, snapshot_source
-from turn_memory.bridge.protocol import AgentOptions, SessionEventsParams
+from turn_memory.bridge.protocol import AgentOptions
+from turn_memory.turns.service import TurnService
 from turn_memory.config import EngineConfig
 from turn_memory import faults
 from turn_memory.continuation import state, texts
@@ -253,20 +255,9 @@ def fold(host: FakeHost, turn: int = 1):
         {"role": "assistant", "content": "Lexer and parser done; handed off: next is gen.py."}]})
 
 
-def forward(host: FakeHost, service: TurnService, dispatcher: FollowupDispatcher, config: EngineConfig,
-            *, reset: bool = False) -> None:
-    start = 0 if reset else host._sent
-    new = host.log.events[start:]
-    params = SessionEventsParams(sessionId=SESSION, start=start, count=len(new), reset=reset)
-    events = host.mirror.receive(None, host.dialect, params, json.dumps(new).encode())
-    host._sent = len(host.log)
-    service.on_events(host.session, events, reset, lambda: host, config)
-    dispatcher.on_events(host.session, events, reset, lambda: host, config)
-
-
 async def end_the_turn(host, service, dispatcher, config, turn: int = 1) -> None:
     host.host_append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
-    forward(host, service, dispatcher, config)
+    forward(host, config, service, dispatcher)
 
 
 async def settle(dispatcher: FollowupDispatcher) -> None:
@@ -277,7 +268,7 @@ async def settle(dispatcher: FollowupDispatcher) -> None:
 
 def test_one_followup_after_the_compression_is_ready_then_it_lands_before_the_next_request():
     host, call = ended_handoff_host()
-    service, config = TurnService(), cfg()
+    service, config = EngineHarness().turns, cfg()
     dispatcher = FollowupDispatcher(service)
     attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
 
@@ -286,7 +277,7 @@ def test_one_followup_after_the_compression_is_ready_then_it_lands_before_the_ne
         await settle(dispatcher)
         assert len(host.followups) == 1 and host.flushes >= 1
         # more events and a resync do not queue it again
-        forward(host, service, dispatcher, config, reset=True)
+        forward(host, config, service, dispatcher, reset=True)
         await settle(dispatcher)
         assert len(host.followups) == 1
         # the follow-up's turn opens; its first pre-step lands the compressed turn
@@ -306,7 +297,7 @@ def test_one_followup_after_the_compression_is_ready_then_it_lands_before_the_ne
 
 def test_no_followup_when_the_compression_gives_up():
     host, _ = ended_handoff_host()
-    service, config = TurnService(), EngineConfig.model_validate({"turns": {"workerAttempts": 1, "maxWorkers": 1}})
+    service, config = EngineHarness().turns, EngineConfig.model_validate({"turns": {"workerAttempts": 1, "maxWorkers": 1}})
     dispatcher = FollowupDispatcher(service)
     attach_workers(host, service, [WorkerScript([], stop="completed")])
 
@@ -321,7 +312,7 @@ def test_no_followup_when_the_compression_gives_up():
 
 def test_no_followup_when_a_human_turn_started_first():
     host, _ = ended_handoff_host()
-    service, config = TurnService(), cfg()
+    service, config = EngineHarness().turns, cfg()
     dispatcher = FollowupDispatcher(service)
     gate = asyncio.Event()
     scripts = [WorkerScript([fold(host), FINISH])]
@@ -338,7 +329,7 @@ def test_no_followup_when_a_human_turn_started_first():
         await end_the_turn(host, service, dispatcher, config)
         await asyncio.sleep(0.02)
         host.host_append("turn/start", {"turn": 2})  # the user typed before the worker finished
-        forward(host, service, dispatcher, config)
+        forward(host, config, service, dispatcher)
         gate.set()
         await settle(dispatcher)
 
@@ -359,10 +350,10 @@ def test_after_a_restart_the_turn_is_compressed_and_followed_up_exactly_once():
     assert turns_to_recover(host.log) == [1]
 
     async def new_process():
-        service, config = TurnService(), cfg()
+        service, config = EngineHarness().turns, cfg()
         dispatcher = FollowupDispatcher(service)
         attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
-        forward(host, service, dispatcher, config, reset=True)
+        forward(host, config, service, dispatcher, reset=True)
         await settle(dispatcher)
 
     run(new_process())
@@ -388,12 +379,12 @@ def test_a_handoff_turn_already_landed_gets_its_followup_without_recompression()
         host.host_append(event["type"], event["data"], surfaceOp=event["surfaceOp"],
                          sourceEventSeqs=event["sourceEventSeqs"])
     assert turns_to_recover(host.log) == []
-    service = TurnService()
+    service = EngineHarness().turns
     dispatcher = FollowupDispatcher(service)
     started = attach_workers(host, service, [])
 
     async def new_process():
-        forward(host, service, dispatcher, cfg(), reset=True)
+        forward(host, cfg(), service, dispatcher, reset=True)
         await settle(dispatcher)
 
     run(new_process())
@@ -455,7 +446,7 @@ def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeyp
     of continuing on the raw turn. (Here the host starts refusing only after the follow-up
     was queued.)"""
     host, call = ended_handoff_host(dialect=dialect)
-    service, config = TurnService(), cfg()
+    service, config = EngineHarness().turns, cfg()
     dispatcher = FollowupDispatcher(service)
     attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
 
@@ -493,7 +484,7 @@ def test_a_followup_queued_before_a_restart_waits_for_its_handoff_turn():
                          sourceEventSeqs=event["sourceEventSeqs"])
     run(host.followup(SESSION, "fu-1", [{"type": "text", "text": texts.followup(HANDOFF)}],
                       {"kind": "plugin", "plugin": "turn-memory", "continuation": call}))
-    service, config = TurnService(), cfg()
+    service, config = EngineHarness().turns, cfg()
     dispatcher = FollowupDispatcher(service)
     attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
     gate, run_worker = asyncio.Event(), host.run_worker
@@ -505,7 +496,7 @@ def test_a_followup_queued_before_a_restart_waits_for_its_handoff_turn():
     host.run_worker = slow
 
     async def restart_then_wake():
-        forward(host, service, dispatcher, config, reset=True)
+        forward(host, config, service, dispatcher, reset=True)
         asyncio.get_running_loop().call_later(0.2, gate.set)  # the worker finishes while turn 2 waits
         return await followup_turn(host, service, dispatcher, config)
 
@@ -521,7 +512,7 @@ def test_no_followup_is_queued_for_a_landing_its_turn_would_refuse(dialect, monk
     opens (checked as if that turn had started): no follow-up is queued at all."""
     monkeypatch.setenv("TURN_MEMORY_FAULTS", faults.CORRUPT_TURN_PLAN)
     host, call = ended_handoff_host(dialect=dialect)
-    service, config = TurnService(), cfg()
+    service, config = EngineHarness().turns, cfg()
     dispatcher = FollowupDispatcher(service)
     attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
 

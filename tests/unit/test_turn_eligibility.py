@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from fake_host import SESSION, WiredTurnService as TurnService, WorkerScript, attach_workers
+from engine_harness import EngineHarness
+from fake_host import SESSION, WorkerScript, attach_workers
 from test_turn_jobs import FINISH, complete_turn, next_turn_prestep, one_turn_host
 from turn_builders import Shape
 from turn_memory.config import EngineConfig, TurnConfig
@@ -33,7 +34,7 @@ def surface_messages(host) -> list:
 
 
 def run_turn(host, cfg: EngineConfig, scripts: list[WorkerScript]):
-    service = TurnService()
+    service = EngineHarness().turns
     started = attach_workers(host, service, scripts)
 
     async def scenario():

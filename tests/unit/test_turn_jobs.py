@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
-from fake_host import SESSION, FakeHost, WiredTurnService as TurnService, WorkerScript, attach_workers
+from engine_harness import EngineHarness, forward
+from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from turn_builders import Shape, add_turn
 from surface_builders import LogBuilder
-from turn_memory.bridge.protocol import SessionEventsParams
+from turn_memory.turns.service import TurnService
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
@@ -40,11 +40,7 @@ def one_turn_host(dialect=RC8, shape: Shape | None = None) -> FakeHost:
 async def complete_turn(host: FakeHost, service: TurnService, cfg: EngineConfig, turn: int = 1) -> None:
     """The agent ends the turn; the mirror forwards turn/end; the service reacts."""
     host.host_append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
-    new = host.log.events[host._sent:]
-    params = SessionEventsParams(sessionId=SESSION, start=host._sent, count=len(new))
-    events = host.mirror.receive(None, host.dialect, params, json.dumps(new).encode())
-    host._sent = len(host.log)
-    service.on_events(host.session, events, False, lambda: host, cfg)
+    forward(host, cfg, service)
 
 
 async def next_turn_prestep(host: FakeHost, service: TurnService, cfg: EngineConfig, turn: int = 2,
@@ -69,7 +65,7 @@ def run(coro):
 
 @pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
 def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialect):
-    host, service, cfg = one_turn_host(dialect), TurnService(), config()
+    host, service, cfg = one_turn_host(dialect), EngineHarness().turns, config()
     started = attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -96,7 +92,7 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
 def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoint():
     """Past the next turn's first step the landed turn is no longer the surface tail, and no
     step may hold an appended assistant: D-019 mode 4, one user checkpoint."""
-    host, service, cfg = one_turn_host(V02), TurnService(), config()
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config()
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -118,7 +114,7 @@ def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoi
 
 
 def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
-    host, service, cfg = one_turn_host(), TurnService(), config(workerAttempts=1)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(workerAttempts=1)
     first = ("replace_turn_nodes", {"from": "n3", "to": "n4", "nodes": [{"role": "assistant", "content": "Ran tests."}]})
     second = ("replace_turn_nodes", {"from": "r1", "to": "n5", "nodes": [{"role": "assistant", "content": "Ran tests; fixed."}]})
     started = attach_workers(host, service, [WorkerScript([first], stop="completed"), WorkerScript([second, FINISH])])
@@ -138,7 +134,7 @@ def test_the_fixed_instructions_are_the_workers_system_prompt_and_the_task_holds
     # the worker's request is [its tools][its system prompt][inherited conversation][task]:
     # only what precedes the changing conversation can hit the provider's prefix cache, so
     # the instructions live in the system prompt, identical for every worker of every turn
-    host, service, cfg = one_turn_host(), TurnService(), config(workerAttempts=1)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(workerAttempts=1)
     first = ("replace_turn_nodes", {"from": "n3", "to": "n4", "nodes": [{"role": "assistant", "content": "Ran tests."}]})
     started = attach_workers(host, service, [WorkerScript([first], stop="completed"), WorkerScript([FINISH])])
 
@@ -158,7 +154,7 @@ def test_the_fixed_instructions_are_the_workers_system_prompt_and_the_task_holds
 
 
 def test_workers_without_progress_exhaust_the_budget_and_the_turn_stays_raw():
-    host, service, cfg = one_turn_host(), TurnService(), config(workerAttempts=2)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(workerAttempts=2)
     junk = [("replace_turn_nodes", "{broken json")] * 30
     scripts = [WorkerScript(junk), WorkerScript(junk), WorkerScript(junk)]
     started = attach_workers(host, service, list(scripts))
@@ -179,7 +175,7 @@ def test_workers_without_progress_exhaust_the_budget_and_the_turn_stays_raw():
     assert nodes[1:] == raw[1:] and marker_of(host.log.events[nodes[0]]) == ("pending", 1)  # only the marker landed
 
 def test_turn_without_assistant_transcript_gets_a_noop_marker_and_no_worker():
-    host, service, cfg = FakeHost(RC8, []), TurnService(), config()
+    host, service, cfg = FakeHost(RC8, []), EngineHarness().turns, config()
     started = attach_workers(host, service, [])
 
     async def scenario():
@@ -195,7 +191,7 @@ def test_turn_without_assistant_transcript_gets_a_noop_marker_and_no_worker():
 
 
 def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
-    host, service, cfg = one_turn_host(), TurnService(), config()
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config()
     host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
     # a second, marker-free turn that predates the plugin
     b = LogBuilder(RC8, len(host.log))
@@ -228,7 +224,7 @@ def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
 
 
 def test_workers_that_always_progress_but_never_finish_are_capped():
-    host, service, cfg = one_turn_host(), TurnService(), config(maxWorkers=3)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(maxWorkers=3)
     scripts = [WorkerScript([("replace_turn_nodes", {"from": "n5" if k == 0 else f"r{k}", "nodes": [
         {"role": "assistant", "content": f"version {k}"}]})]) for k in range(10)]
     started = attach_workers(host, service, scripts)
@@ -275,7 +271,7 @@ def gated(host: FakeHost) -> asyncio.Event:
 def test_a_turn_that_ends_while_an_earlier_one_compresses_is_marked_pending_at_once():
     """D-015: the pending marker lands at turn/end, not when the turn's own job starts, so a
     DSH that stops while turn 1 still compresses can still recover turn 2."""
-    host, service, cfg = one_turn_host(), TurnService(), config()
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config()
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
     gate = gated(host)
 
@@ -302,17 +298,14 @@ def results_host(tmp_path):
 def reopen(host: FakeHost, service: TurnService, cfg: EngineConfig, store: ResultStore | None) -> None:
     """The shim resends the whole log (a restart, a reopened session): a fresh mirror entry."""
     host.mirror.close(SESSION)
-    params = SessionEventsParams(sessionId=SESSION, start=0, count=len(host.log.events), reset=True)
-    host.mirror.receive(None, host.dialect, params, json.dumps(host.log.events).encode())
-    host._sent = len(host.log)
-    service.on_events(host.session, list(host.log.events), True, lambda: host, cfg, store)
+    forward(host, cfg, service, reset=True, results=store)
 
 
 def test_a_finished_compression_survives_a_restart_and_lands_without_workers(tmp_path, caplog):
     """The last turn before DSH stops is ready but cannot land (no later turn): the next
     process lands the kept result at its first landing point instead of paying its workers again."""
     host, cfg, store = results_host(tmp_path)
-    first = TurnService()
+    first = EngineHarness().turns
     started = attach_workers(host, first, [WorkerScript([FOLD, FINISH])])
 
     async def before_the_stop():
@@ -327,7 +320,7 @@ def test_a_finished_compression_survives_a_restart_and_lands_without_workers(tmp
     assert len(started) == 1 and store.turns(SESSION) == [1]
     assert marks(host) == [("pending", 1)]  # DSH stopped before any later turn: not landed
 
-    second = TurnService()
+    second = EngineHarness().turns
     again = attach_workers(host, second, [WorkerScript([FOLD, FINISH])])
 
     async def after_the_restart():
@@ -349,7 +342,7 @@ def test_a_finished_compression_survives_a_restart_and_lands_without_workers(tmp
 
 def test_a_kept_compression_whose_turn_moved_is_dropped_and_the_turn_redone(tmp_path, caplog):
     host, cfg, store = results_host(tmp_path)
-    first = TurnService()
+    first = EngineHarness().turns
     attach_workers(host, first, [WorkerScript([FOLD, FINISH])])
 
     async def before_the_stop():
@@ -363,7 +356,7 @@ def test_a_kept_compression_whose_turn_moved_is_dropped_and_the_turn_redone(tmp_
     job_positions = turn_nodes(host.log, 1)
     record = make_record(host.log, SESSION, 1, job_positions[:-1], [], 1, ["fork"], 3)
     store.save(SESSION, 1, record)
-    second = TurnService()
+    second = EngineHarness().turns
     again = attach_workers(host, second, [WorkerScript([FOLD, FINISH])])
 
     async def after_the_restart():
@@ -381,7 +374,7 @@ def test_a_kept_compression_whose_turn_moved_is_dropped_and_the_turn_redone(tmp_
 
 def test_a_kept_compression_of_a_turn_that_already_landed_is_deleted_on_resync(tmp_path, caplog):
     host, cfg, store = results_host(tmp_path)
-    service = TurnService()
+    service = EngineHarness().turns
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -414,7 +407,7 @@ def test_restating_a_refused_rewrite_is_no_progress():
     """One 2-node turn, every worker restating the same over-long rewrite that finish refuses:
     it used to reset the budget every worker (8 workers, 192 requests); now the job gives up
     after `workerAttempts` workers."""
-    host, service, cfg = two_node_host(), TurnService(), config()
+    host, service, cfg = two_node_host(), EngineHarness().turns, config()
     long_fold = {"role": "assistant", "content": "Fixed parse() on empty input; " + "in great detail, " * 60}
     ask = {"role": "user", "content": "Fix the parser, please, and explain everything at length " * 3}
 
@@ -439,7 +432,7 @@ def test_restating_a_refused_rewrite_is_no_progress():
 
 
 def test_a_job_stops_at_its_request_budget_even_while_its_workers_progress(caplog):
-    host, service, cfg = one_turn_host(), TurnService(), config(maxJobRequests=10, maxWorkerRequests=4)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(maxJobRequests=10, maxWorkerRequests=4)
     scripts = [WorkerScript([("replace_turn_nodes", {"from": "n5" if k == 0 else f"r{k}", "nodes": [
         {"role": "assistant", "content": f"version {k}"}]}), *[("list_turn_nodes", {})] * 10]) for k in range(10)]
     started = attach_workers(host, service, scripts)
@@ -458,7 +451,7 @@ def test_a_job_stops_at_its_request_budget_even_while_its_workers_progress(caplo
 
 
 def test_a_job_stops_at_its_wall_clock_budget():
-    host, service, cfg = one_turn_host(), TurnService(), config(jobTimeoutS=0.3)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(jobTimeoutS=0.3)
     timeouts: list[float] = []
 
     async def slow_worker(session_id, spec, timeout):
@@ -480,7 +473,7 @@ def test_a_job_stops_at_its_wall_clock_budget():
 def test_a_finished_job_lands_in_a_session_reopened_in_the_same_process():
     """The agent is disposed (the shim closes the session) and the session reopened: the ready
     job used to read the closed mirror entry and be refused as 'no longer open' for good."""
-    host, service, cfg = one_turn_host(), TurnService(), config()
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config()
     started = attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -496,7 +489,7 @@ def test_a_finished_job_lands_in_a_session_reopened_in_the_same_process():
 
 
 def test_a_landing_that_cannot_happen_now_lands_at_the_next_landing_point():
-    host, service, cfg = one_turn_host(), TurnService(), config()
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config()
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -547,7 +540,7 @@ def test_a_resync_never_walks_the_whole_log(tmp_path):
     host = FakeHost(RC8, events)
     session = host.session
     session.log.events = CountingEvents(session.log.events)
-    service, cfg = TurnService(), config()
+    service, cfg = EngineHarness().turns, config()
     dispatcher = FollowupDispatcher(service)
 
     async def scenario():

@@ -38,7 +38,7 @@ class TurnService:
         self.jobs: dict[tuple[str, int], TurnJob] = {}
         #: queued jobs not run yet (a no-op one may be done, and gone from `jobs`, before its run)
         self._to_run: dict[tuple[str, int], TurnJob] = {}
-        self._workers = workers
+        self.workers = workers
 
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
@@ -85,7 +85,7 @@ class TurnService:
         if not queue.enqueue(turn):
             return False
         self.jobs[(session.id, turn)] = self._to_run[(session.id, turn)] = job
-        self._workers.add(job.job_id, job)
+        self.workers.add(job.job_id, job)
         job.marking = asyncio.get_running_loop().create_task(self._mark(queue, job))
         return True
 
@@ -109,7 +109,7 @@ class TurnService:
             await job.run(batch)
         finally:
             for done in (job, *batch):
-                self._workers.remove(done.job_id)
+                self.workers.remove(done.job_id)
                 if self.hints is not None:
                     self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
                 key = (session_id, done.turn)

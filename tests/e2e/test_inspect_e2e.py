@@ -12,7 +12,7 @@ import pytest
 
 from helpers import NO_TURNS, turn_tasks
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import node_origins
+from turn_memory.host.turn_index import node_origins
 from turn_memory.logs.reader import read_session_log, session_log_for
 from turn_memory.host.markers import marker_of
 

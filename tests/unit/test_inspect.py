@@ -19,7 +19,7 @@ from turn_memory.devtools.synthetic_log import SyntheticLog, write_synthetic_log
 from turn_memory.host.dialect import RC8, V02, Dialect
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
-from turn_memory.host.turns import node_origins
+from turn_memory.host.turn_index import node_origins
 from turn_memory.inspection.fold import Fold
 from turn_memory.inspection.progress import MIN_BYTES, ProgressBar, wants_bar
 from turn_memory.inspection.report import SCHEMA, inspect_log

@@ -21,7 +21,6 @@ from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import lifecycle_state
 from turn_memory.catalog import context_sections, public_tools
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.host.markers import is_host_context, marker_of
@@ -172,7 +171,7 @@ def test_reminder_interval_is_configurable_and_the_feature_can_be_off():
 def call_tool(events, args, config=None, tools=None):
     host = session_of(events)
     session = host.session
-    call = PublicCall(session=session, args=args, turn=lifecycle_state(session.log.events).open_turn,
+    call = PublicCall(session=session, args=args, turn=session.log.index.open_turn,
                       call_id="call-x", agent_options=AgentOptions(), config=config or cfg(), port=host)
     return run((tools or PublicTools(public_tools())).call(handoffs.TOOL, call))
 

@@ -5,6 +5,9 @@ landings, no-op and pending markers, session checkpoints, a hand-off. (The timin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Sequence
+
 import pytest
 
 from turn_builders import Shape, completed_turn_log
@@ -13,14 +16,66 @@ from turn_memory.devtools.synthetic_log import write_synthetic_log
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
-from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning
-from turn_memory.host.turns import lifecycle_state, node_origins, open_step_of
+from turn_memory.host.markers import marker_of
+from turn_memory.host.turn_index import TURN_NODE_TYPES, LifecycleState, has_reasoning, node_origins
 from turn_memory.runtime.land import stamp, validate
 from turn_memory.logs.reader import read_session_log
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, plan_landing
 from turn_memory.turns.nodes import original_nodes
-from turn_memory.turns.recovery import scan_marks, turns_to_recover
+from turn_memory.turns.recovery import turns_to_recover
+
+
+# -- full passes over a log: what the incremental index must always equal ------------------
+@dataclass(frozen=True)
+class TurnMarks:
+    completed: set[int]
+    pending: set[int]
+    landed: set[int]
+
+
+def scan_marks(events: Sequence[dict[str, Any]]) -> TurnMarks:
+    """A full pass (the log's index keeps the same sets: `turn_ends`, `pending`, `landed`)."""
+    completed, pending, landed = set(), set(), set()
+    for event in events:
+        if event["type"] == "turn/end":
+            completed.add(event["data"]["turn"])
+        elif (mark := marker_of(event)) is not None:
+            (pending if mark[0] == "pending" else landed).add(mark[1])
+    return TurnMarks(completed, pending, landed)
+
+
+def lifecycle_state(events: Sequence[dict[str, Any]]) -> LifecycleState:
+    """The lifecycle state at the end of `events`, scanning back (up to the whole log when
+    there is no end-seed); a `SessionLog` keeps it incrementally (`log.index.lifecycle`)."""
+    open_turn: int | None = None
+    turn_known = compaction_known = False
+    unmatched: dict[str, Any] | None = None
+    end_seed: int | None = None
+    for event in reversed(events):
+        kind = event["type"]
+        if end_seed is None and kind == "session/end-seed":
+            end_seed = event["seq"]
+        if not compaction_known and kind in ("compaction/start", "compaction/end"):
+            compaction_known = True
+            unmatched = event if kind == "compaction/start" else None
+        if not turn_known and kind in ("turn/start", "turn/end"):
+            turn_known = True
+            open_turn = event["data"]["turn"] if kind == "turn/start" else None
+        if turn_known and compaction_known and end_seed is not None:
+            break
+    return LifecycleState(open_turn, unmatched, end_seed)
+
+
+def open_step_of(events: Sequence[dict[str, Any]]) -> tuple[int, int] | None:
+    """(turn, step) of the step open at the end of the log, if any."""
+    for event in reversed(events):
+        kind = event["type"]
+        if kind in ("step/end", "turn/end", "turn/start"):
+            return None
+        if kind == "step/start":
+            return event["data"]["turn"], event["data"]["step"]
+    return None
 
 
 def scan_turn_nodes(log: SessionLog, origins, turn: int) -> list[int]:

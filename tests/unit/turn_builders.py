@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from surface_builders import LogBuilder, new_id
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import node_origins
+from turn_memory.host.turn_index import node_origins
 from turn_memory.runtime.land import stamp
 from turn_memory.turns.landing import pending_plan
 

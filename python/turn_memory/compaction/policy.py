@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from turn_memory.compaction.selection import Selection, first_content_index
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import Unit, surface_units
+from turn_memory.host.units import Unit, surface_units
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from turn_memory.config import CompactionConfig
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import surface_units
+from turn_memory.host.units import surface_units
 from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, prompt_sections, render_prompt
 from turn_memory.host.blocks import render_blocks

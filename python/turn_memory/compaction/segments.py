@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from turn_memory.host.turns import Unit
+from turn_memory.host.units import Unit
 
 
 @dataclass(frozen=True)

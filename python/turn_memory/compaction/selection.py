@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import surface_units
+from turn_memory.host.units import surface_units
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from turn_memory.config import EngineConfig
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import js_len
-from turn_memory.host.turns import LANDING_STEP
+from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.bridge.port import HostPort
 from turn_memory.runtime.workers import WorkerRegistry
 

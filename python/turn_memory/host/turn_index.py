@@ -4,8 +4,8 @@
 surface (with the seqs a replacement shadowed), so what recovery, turn jobs, follow-ups and
 pricing ask costs O(1) or O(turn), never a pass over the whole log:
 
-- the origin unit of every surface node (`host.turns.node_origins` is this same fold run
-  over a whole log, so the two never disagree);
+- the origin unit of every surface node (`node_origins` is this same fold run over a whole
+  log, and `inspect` streams it, so none of them can disagree);
 - per turn: its current surface nodes (the members of `TURN_NODE_TYPES` whose origin is the
   turn, kept under replacements), those still carrying raw reasoning, the seqs of its
   latest `turn/start` and `turn/end`;
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Sequence
 
 from turn_memory.host.dialect import OUR_PLUGIN, Dialect, is_plugin_source
 
@@ -104,28 +104,37 @@ class OriginFold:
         self._landing: UnitKey | None = None
         self._in_landing = False
         self._window: UnitKey | None = None  # 0.2: the landed turn a run of appended nodes belongs to
+        #: the last surface node fed was appended by a landing of an earlier turn (not the loop's own)
+        self.landed = False
 
     def feed(self, event: dict[str, Any]) -> UnitKey | None:
-        """Fold one event; returns its origin when it is a surface node, else None."""
+        """Fold one event; returns its origin when it is a surface node, else None. Lifecycle
+        events with unreadable data (a damaged log, read by `inspect`) change nothing."""
         kind = event["type"]
+        data = event.get("data")
         if kind == "turn/start":
-            self._open_turn, self._window = event["data"]["turn"], None
+            turn = data.get("turn") if isinstance(data, dict) else None
+            if type(turn) is int:
+                self._open_turn, self._window = turn, None
         elif kind == "turn/end":
             self._open_turn, self._window = None, None
         elif kind in ("step/start", "step/end"):
             self._window = None
-            if (event.get("data") or {}).get("step") == LANDING_STEP:
+            if isinstance(data, dict) and data.get("step") == LANDING_STEP:
                 self._in_landing, self._landing = kind == "step/start", None
         op = event.get("surfaceOp")
         if op is None:
             return None
         seq = event["seq"]
         origins = self.origins
+        self.landed = False
         if op == "append":
             if self._in_landing and self._landing is not None:
                 origin = self._landing
+                self.landed = True
             elif self._window is not None and _landed_node(event, self.dialect):
                 origin = self._window
+                self.landed = True
             else:
                 self._window = None
                 # 0.2's system prompt (surface node 0, committed inside turn 1's step) is no turn's content
@@ -133,9 +142,10 @@ class OriginFold:
                 origin = ("turn", self._open_turn) if own else ("loose", seq)  # type: ignore[assignment]
             origins[seq] = origin
             return origin
-        message = event["data"] if kind == "user/message" else (event["data"] or {}).get("message", {})
+        message = data if kind == "user/message" else (data or {}).get("message") if isinstance(data, dict) else None
+        source = message.get("source") if isinstance(message, dict) else None
         bounds = self.dialect.op_range(op)
-        if self.dialect.is_checkpoint_source(message.get("source")) or bounds is None:
+        if self.dialect.is_checkpoint_source(source) or bounds is None:
             origin = ("checkpoint", seq)
             self._window = None
         else:
@@ -146,6 +156,22 @@ class OriginFold:
                 self._window = origin
         origins[seq] = origin
         return origin
+
+    def forget(self, seqs: Any) -> None:
+        """Drop the origins of nodes that left the surface for good (a streaming reader keeps
+        only the current surface's; a replacement only ever looks up current nodes)."""
+        for seq in seqs:
+            self.origins.pop(seq, None)
+
+
+def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int, UnitKey]:
+    """Origin unit of every surface-eligible event, by seq (one pass over the log); a
+    `SessionLog` keeps the same map incrementally (`log.index.origins`)."""
+    fold = OriginFold(dialect)
+    for event in events:
+        fold.feed(event)
+    return fold.origins
+
 
 
 class TurnIndex:

@@ -6,12 +6,10 @@ estimate and (user messages only) a content fingerprint, plus the node order as 
 linked list — a replacement walks exactly the nodes it shadows, and each node is shadowed
 at most once, so the whole fold is linear in the log.
 
-Attribution follows `host.turns.node_origins`: a node appended inside `turn/start …
-turn/end` belongs to that turn, a replacement to whatever it replaced (a checkpoint is its
-own unit), a node appended inside a landing step (step 0) to the turn that landing
-rewrites, and so does a node a 0.2 landing appends right after its head inside the loop's
-step; 0.2's system prompt is no turn's. "Before turn-memory" of a turn counts only what the agent itself appended
-(original nodes), never marker copies or landing output.
+Which unit a node belongs to is the host model's `OriginFold` (`host.turn_index`, the one
+home of node ownership), fed the same events; its origins are kept for the current surface
+only. "Before turn-memory" of a turn counts only what the agent itself appended (original
+nodes), never marker copies or landing output.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import orjson
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import project_message
 from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
-from turn_memory.host.turns import LANDING_STEP
+from turn_memory.host.turn_index import OriginFold, UnitKey
 from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_members
 from turn_memory.host.markers import is_own_source
 
@@ -111,10 +109,8 @@ class Fold:
         self.problem_counts: dict[str, int] = {}
         self._expected = 0  # next seq
         self._open: TurnStats | None = None
-        self._in_landing = False
-        self._landing: Unit | None = None
-        #: 0.2: the landed turn a run of appended landing nodes belongs to (host.turns.node_origins)
-        self._window: TurnStats | None = None
+        self._origin = OriginFold(dialect)
+        self._checkpoint_of: dict[int, CheckpointStats] = {}
         # the current surface: seq -> (unit, tokens, fingerprint), and its order
         self._meta: dict[int, tuple[Unit, int, int]] = {}
         self._next: dict[int, int] = {}
@@ -186,7 +182,7 @@ class Fold:
             if "surfaceOp" in record and kind in surface_types:
                 self._surface_event(record, seq, kind, index, where)
             elif kind in _LIFECYCLE:
-                self._lifecycle(kind, record.get("data"))
+                self._lifecycle(kind, record)
         self._expected = expected
 
     def _gap(self, seq: Any, expected: int, index: int, where: Any) -> bool:
@@ -198,9 +194,10 @@ class Fold:
         self.problem("seq-gap", at, f"{text}: events {expected}..{seq - 1} are missing")
         return True
 
-    def _lifecycle(self, kind: str, data: Any) -> None:
+    def _lifecycle(self, kind: str, record: dict[str, Any]) -> None:
+        data = record.get("data")
         if kind in ("turn/start", "turn/end", "step/start", "step/end"):
-            self._window = None
+            self._origin.feed(record)
         if kind == "turn/end":
             if self._open is not None:
                 self._open.complete = True
@@ -215,10 +212,6 @@ class Fold:
                 if stats is None:
                     stats = self.turns[turn] = TurnStats(turn=turn)
                 self._open = stats
-        elif kind == "step/start" or kind == "step/end":
-            if data.get("step") == LANDING_STEP:
-                self._in_landing = kind == "step/start"
-                self._landing = None
         elif kind == "compaction/start":
             self.compactions_started += 1
         elif kind == "compaction/end" and data.get("error") is not None:
@@ -236,18 +229,11 @@ class Fold:
             source = data.get("source")
         op = event["surfaceOp"]
         if op == "append":
-            window = self._window
-            if window is not None and not _landed_node(kind, event, source):
-                window = self._window = None
-            if self._in_landing and self._landing is not None:
-                unit: Unit = self._landing
+            unit = self._unit(self._origin.feed(event))  # type: ignore[arg-type]
+            if self._origin.landed:
                 if type(unit) is TurnStats:
                     self._rewrote(unit)
-            elif window is not None:
-                unit = window
-                self._rewrote(window)
-            elif self._open is not None and kind != "system/message":
-                unit = self._open
+            elif unit is not self.loose:
                 # the agent's own output; a user message citing earlier events is a restated
                 # copy (a snapshot kept across a landing), not new history
                 if not (kind == "user/message" and event.get("sourceEventSeqs")):
@@ -276,11 +262,12 @@ class Fold:
             self.problem("surface", at, f"{text}: seq {seq} ({kind}) replaces {op!r}, which is not a span of the "
                                         "current surface; the replacement is ignored")
             return
+        origin = self._origin.feed(event)
         marker = _marker(source)
-        if type(source) is dict and self.dialect.is_checkpoint_source(source):
-            unit = self._checkpoint(seq, source, bounds, shadowed, tokens)  # type: ignore[arg-type]
+        if origin is not None and origin[0] == "checkpoint":
+            unit = self._checkpoint_of[seq] = self._checkpoint(seq, source or {}, bounds, shadowed, tokens)
         else:
-            unit = self._meta[shadowed[0]][0]
+            unit = self._unit(origin)
             copy = len(shadowed) == 1 and fingerprint != 0 and self._meta[shadowed[0]][2] == fingerprint
             if marker is not None:
                 stats = self.turns.get(marker[1])
@@ -288,12 +275,16 @@ class Fold:
                     stats.markers.append(Marker(marker[0], seq, copy))
             if not copy and type(unit) is TurnStats:
                 self._rewrote(unit)
-        if self._in_landing and self._landing is None:
-            self._landing = unit
-        elif not self._in_landing:
-            opened = self._open
-            self._window = unit if type(unit) is TurnStats and opened is not None and unit is not opened else None
+        self._origin.forget(shadowed)
         self._replace(shadowed, seq, unit, tokens, fingerprint)
+
+    def _unit(self, origin: UnitKey | None) -> Unit:
+        """The figures of the unit `OriginFold` attributes a node to."""
+        if origin is not None and origin[0] == "turn":
+            return self.turns.get(origin[1]) or self.loose
+        if origin is not None and origin[0] == "checkpoint":
+            return self._checkpoint_of.get(origin[1]) or self.loose
+        return self.loose
 
     @staticmethod
     def _rewrote(turn: TurnStats) -> None:
@@ -391,10 +382,3 @@ def _marker(source: Any) -> tuple[str, int] | None:
         if phase in ("pending", "compression") and type(turn) is int:
             return phase, turn
     return None
-
-
-def _landed_node(kind: str, event: dict[str, Any], source: Any) -> bool:
-    """As host.turns: an appended node of a landing, never one the agent loop commits itself."""
-    if kind in ("assistant/message", "tool/result"):
-        return True
-    return kind == "user/message" and (is_own_source(source) or bool(event.get("sourceEventSeqs")))

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
-from turn_memory.host.turns import LANDING_STEP
+from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.public_tools import PublicCall, PublicTool
 from turn_memory.host.dialect import is_runtime_context, producer_of
 from turn_memory.host.markers import marker_of

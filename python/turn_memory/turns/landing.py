@@ -35,7 +35,7 @@ from typing import Any
 
 from turn_memory.host.dialect import Dialect, is_runtime_context
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.turns import LANDING_STEP
+from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.land import Plan
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
 from turn_memory.host.markers import CONTINUATION, Phase, marker_source
@@ -52,7 +52,7 @@ class LandingContext:
     modes: tuple[str, ...] = ()
     #: the step of `open_turn` the agent loop has open while landing (e.g. its first step's
     #: request hook, before the step's own input is appended), or None in a pre-step. Appended
-    #: assistant/tool nodes then belong to that step. Recovery (host.turns.node_origins) does
+    #: assistant/tool nodes then belong to that step. Recovery (host.turn_index) does
     #: not yet attribute such appends to the landed turn: the engine lands in pre-steps only.
     open_step: int | None = None
 

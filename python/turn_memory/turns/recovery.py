@@ -13,33 +13,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
-
 from turn_memory.host.handoffs import HandoffLedger
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import TURN_NODE_TYPES
-from turn_memory.host.markers import marker_of
 
-__all__ = ["TURN_NODE_TYPES", "TurnMarks", "scan_marks", "turn_nodes", "turns_to_recover"]
-
-
-@dataclass(frozen=True)
-class TurnMarks:
-    completed: set[int]
-    pending: set[int]
-    landed: set[int]
-
-
-def scan_marks(events: Sequence[dict[str, Any]]) -> TurnMarks:
-    """A full pass (the log's index keeps the same sets: `turn_ends`, `pending`, `landed`)."""
-    completed, pending, landed = set(), set(), set()
-    for event in events:
-        if event["type"] == "turn/end":
-            completed.add(event["data"]["turn"])
-        elif (mark := marker_of(event)) is not None:
-            (pending if mark[0] == "pending" else landed).add(mark[1])
-    return TurnMarks(completed, pending, landed)
+__all__ = ["TURN_NODE_TYPES", "turn_nodes", "turns_to_recover"]
 
 
 def turn_nodes(log: SessionLog, turn: int) -> list[int]:

@@ -16,7 +16,7 @@ from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMe
 from turn_memory.compaction.segments import Segment
 from turn_memory.host.images import image_problems
 from turn_memory.host.paging import text_page
-from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
+from turn_memory.host.tools import RangeArgs, ToolArgs, ToolError, parse_args, preview, tool_schema
 
 FINISH = "finish_session_segment"
 TOOL_NAMES = ("list_session_segments", "read_session_source", "read_session_memory", "search_session_memory",
@@ -27,19 +27,13 @@ class ListArgs(ToolArgs):
     pass
 
 
-class _Selection(ToolArgs):
-    ids: list[str] | None = None
-    from_: str | None = Field(None, alias="from")
-    to: str | None = None
-    offset: int = Field(0, ge=0)
-
-    @model_validator(mode="after")
-    def _one(self) -> "_Selection":
-        if self.ids is not None and self.from_ is not None:
+class _Selection(RangeArgs):
+    @model_validator(mode="before")
+    @classmethod
+    def _one(cls, args: Any) -> Any:
+        if isinstance(args, dict) and args.get("ids") is not None and args.get("from") is not None:
             raise ValueError("give ids or from/to, not both")
-        if self.to is not None and self.from_ is None:
-            raise ValueError("to needs from")
-        return self
+        return args
 
 
 class ReadSourceArgs(_Selection):

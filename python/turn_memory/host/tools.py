@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 def preview(text: str, limit: int = 120) -> str:
@@ -26,6 +26,22 @@ class ToolError(Exception):
 
 class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class RangeArgs(ToolArgs):
+    """A read of editor nodes: listed `ids`, or the range `from`..`to`, paged by `offset`
+    (each editor's tool says which selections it accepts)."""
+
+    ids: list[str] | None = None
+    from_: str | None = Field(None, alias="from")
+    to: str | None = None
+    offset: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _to_needs_from(self) -> "RangeArgs":
+        if self.to is not None and self.from_ is None:
+            raise ValueError("to needs from")
+        return self
 
 
 def parse_args(model: type[ToolArgs], args: Any) -> Any:

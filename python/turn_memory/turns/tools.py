@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping
 from pydantic import Field, model_validator
 
 from turn_memory.host.paging import text_page
-from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
+from turn_memory.host.tools import RangeArgs, ToolArgs, ToolError, parse_args, preview, tool_schema
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
 
 FINISH = "finish_turn_compression"
@@ -28,19 +28,13 @@ class ListArgs(ToolArgs):
     pass
 
 
-class ReadArgs(ToolArgs):
-    ids: list[str] | None = None
-    from_: str | None = Field(None, alias="from")
-    to: str | None = None
-    offset: int = Field(0, ge=0)
-
-    @model_validator(mode="after")
-    def _one_selection(self) -> "ReadArgs":
-        if (self.ids is None) == (self.from_ is None):
+class ReadArgs(RangeArgs):
+    @model_validator(mode="before")
+    @classmethod
+    def _one_selection(cls, args: Any) -> Any:
+        if isinstance(args, dict) and (args.get("ids") is None) == (args.get("from") is None):
             raise ValueError("give either ids (a list of node ids) or from (and optionally to), not both or neither")
-        if self.to is not None and self.from_ is None:
-            raise ValueError("to needs from")
-        return self
+        return args
 
 
 class NodeArg(ToolArgs):

@@ -11,7 +11,7 @@ from turn_memory.continuation import state as continuation_state
 from turn_memory.continuation import tool as continuation_tool
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime import read_image
-from turn_memory.memory_tools import session_history
+from turn_memory.history import session_history
 from turn_memory.bridge.protocol import ToolSpec
 from turn_memory.runtime.public_tools import PublicTool, PublicTools
 from turn_memory.runtime.workers import SharedTool

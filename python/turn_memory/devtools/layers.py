@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("prompts and wire", {"prompts", "bridge"}),
     ("host model (pure)", {"host"}),
     ("runtime state", {"runtime"}),
-    ("features", {"turns", "compaction", "memory_tools", "continuation", "hints"}),
+    ("features", {"turns", "compaction", "history", "continuation", "hints"}),
     ("composition", {"catalog"}),
     ("engine", {"engine"}),
     ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "demo", "serve", "__main__"}),

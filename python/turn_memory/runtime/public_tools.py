@@ -21,7 +21,7 @@ from turn_memory.prompts import PromptError, prompt_sections
 from turn_memory.bridge.protocol import ToolResult
 from turn_memory.host.tools import ToolError
 
-log = logging.getLogger("turn_memory.memory_tools")
+log = logging.getLogger("turn_memory.public_tools")
 PROMPT = "memory-tools"
 
 

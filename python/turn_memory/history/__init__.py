@@ -1,0 +1,1 @@
+"""read_session_history: the public tool that reads a session's original turns back from its append-only log."""

@@ -53,11 +53,12 @@ from turn_memory.compaction.segmented import SegmentedJob, render_transcript  # 
 from turn_memory.compaction.service import CompactionService, surface_measure, surface_prices  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.host.dialect import RC8  # noqa: E402
-from turn_memory.host.mirror import MirroredSession  # noqa: E402
+from turn_memory.prompts import read_prompt  # noqa: E402
+from turn_memory.runtime.mirror import MirroredSession  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.host.tokens import estimate_message  # noqa: E402
-from turn_memory.landing.land import validate  # noqa: E402
-from turn_memory.workers import WorkerRegistry  # noqa: E402
+from turn_memory.runtime.land import validate  # noqa: E402
+from turn_memory.runtime.workers import WorkerRegistry  # noqa: E402
 
 SIZES = (50, 200, 1000)
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
@@ -251,7 +252,7 @@ def steps(events: list[dict[str, Any]], open_turn: int) -> dict[str, float]:
     block = {"type": "text", "text": text}
     summary = tx_.Summary(blocks=[block], raw_output=[block], provider=AGENT.provider or "", model=AGENT.model or "")
     shadowed = tx_.shadowed_tokens(log, selection)
-    message = tx_.checkpoint_message(RC8, tx, summary)
+    message = tx_.checkpoint_message(RC8, tx, summary, read_prompt("checkpoint"))
     tx_.check_smaller(message, shadowed)
     t["checkpoint: render + size check"] = clock() - s
 

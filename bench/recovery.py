@@ -45,19 +45,19 @@ from machine import machine_info  # noqa: E402
 from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.continuation.dispatch import FollowupDispatcher  # noqa: E402
-from turn_memory.continuation.state import awaiting_followup  # noqa: E402
+from turn_memory.host.handoffs import awaiting_followup  # noqa: E402
 from turn_memory.devtools.synthetic_log import write_synthetic_log  # noqa: E402
 from turn_memory.hints.service import HintService  # noqa: E402
 from turn_memory.host.dialect import RC8  # noqa: E402
-from turn_memory.host.mirror import SessionMirror  # noqa: E402
+from turn_memory.runtime.mirror import SessionMirror  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning  # noqa: E402
-from turn_memory.host.turns import node_origins  # noqa: E402
+from turn_memory.host.turn_index import node_origins  # noqa: E402
 from turn_memory.logs.reader import read_session_log  # noqa: E402
-from turn_memory.turns.recovery import scan_marks  # noqa: E402
+from turn_memory.host.markers import marker_of  # noqa: E402
 from turn_memory.turns.results import ResultStore  # noqa: E402
 from turn_memory.turns.service import TurnService  # noqa: E402
-from turn_memory.workers import WorkerRegistry  # noqa: E402
+from turn_memory.runtime.workers import WorkerRegistry  # noqa: E402
 
 EVENTS_PER_TURN = 200
 STREAM_SCALE = 1.8  # synthetic_log's chunk density for about 200 events per turn
@@ -87,10 +87,15 @@ def session_payload(events_target: int, tmp: Path) -> tuple[bytes, int, int]:
 
 def old_turns_to_recover(log: SessionLog) -> list[int]:
     """The recovery scan before the turn index: one pass over the log per landed turn."""
-    marks = scan_marks(log.events)
-    redo = {t for t in marks.pending - marks.landed if t in marks.completed}
-    redo.update(r.turn for r in awaiting_followup(log.events) if r.turn not in marks.landed)
-    for turn in marks.landed & marks.completed:
+    completed, pending, landed = set(), set(), set()
+    for event in log.events:
+        if event["type"] == "turn/end":
+            completed.add(event["data"]["turn"])
+        elif (mark := marker_of(event)) is not None:
+            (pending if mark[0] == "pending" else landed).add(mark[1])
+    redo = {t for t in pending - landed if t in completed}
+    redo.update(r.turn for r in awaiting_followup(log.events) if r.turn not in landed)
+    for turn in landed & completed:
         origins = node_origins(log.events, log.dialect)
         nodes = [s for s in log.nodes if origins.get(s) == ("turn", turn) and log.events[s]["type"] in TURN_NODE_TYPES]
         if any(has_reasoning(log.events[s]) for s in nodes):

@@ -295,7 +295,7 @@ def job_starts(received: Sequence[Received], events: Iterable[Mapping[str, Any]]
 def landed_turns(events: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
     """Turns whose `compression` marker landed, by whether a worker ran for them (a rewrite)
     or not (the no-op marker: the eligibility policy skipped the turn, or it had no transcript)."""
-    from turn_memory.turns.markers import marker_of
+    from turn_memory.host.markers import marker_of
 
     out: dict[str, list[int]] = {"worker": [], "no_worker": []}
     for e in events:

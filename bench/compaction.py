@@ -53,11 +53,11 @@ from turn_memory.compaction.segmented import SegmentedJob, render_transcript  # 
 from turn_memory.compaction.service import CompactionService, surface_measure, surface_prices  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.host.dialect import RC8  # noqa: E402
-from turn_memory.prompts import read_prompt  # noqa: E402
-from turn_memory.runtime.mirror import MirroredSession  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.host.tokens import estimate_message  # noqa: E402
+from turn_memory.prompts import read_prompt  # noqa: E402
 from turn_memory.runtime.land import validate  # noqa: E402
+from turn_memory.runtime.mirror import MirroredSession  # noqa: E402
 from turn_memory.runtime.workers import WorkerRegistry  # noqa: E402
 
 SIZES = (50, 200, 1000)

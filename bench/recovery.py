@@ -45,19 +45,18 @@ from machine import machine_info  # noqa: E402
 from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.continuation.dispatch import FollowupDispatcher  # noqa: E402
-from turn_memory.host.handoffs import awaiting_followup  # noqa: E402
 from turn_memory.devtools.synthetic_log import write_synthetic_log  # noqa: E402
 from turn_memory.hints.service import HintService  # noqa: E402
 from turn_memory.host.dialect import RC8  # noqa: E402
-from turn_memory.runtime.mirror import SessionMirror  # noqa: E402
-from turn_memory.host.surface import SessionLog  # noqa: E402
-from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning  # noqa: E402
-from turn_memory.host.turn_index import node_origins  # noqa: E402
-from turn_memory.logs.reader import read_session_log  # noqa: E402
+from turn_memory.host.handoffs import awaiting_followup  # noqa: E402
 from turn_memory.host.markers import marker_of  # noqa: E402
+from turn_memory.host.surface import SessionLog  # noqa: E402
+from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning, node_origins  # noqa: E402
+from turn_memory.logs.reader import read_session_log  # noqa: E402
+from turn_memory.runtime.mirror import SessionMirror  # noqa: E402
+from turn_memory.runtime.workers import WorkerRegistry  # noqa: E402
 from turn_memory.turns.results import ResultStore  # noqa: E402
 from turn_memory.turns.service import TurnService  # noqa: E402
-from turn_memory.runtime.workers import WorkerRegistry  # noqa: E402
 
 EVENTS_PER_TURN = 200
 STREAM_SCALE = 1.8  # synthetic_log's chunk density for about 200 events per turn

@@ -45,11 +45,11 @@ from surface_builders import LogBuilder  # noqa: E402
 from turn_builders import Shape, add_turn  # noqa: E402
 from machine import machine_info  # noqa: E402
 from turn_memory.host.dialect import RC8  # noqa: E402
+from turn_memory.host.markers import marker_of  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.runtime.land import validate  # noqa: E402
 from turn_memory.turns.editor import TurnNodeEditor  # noqa: E402
 from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing  # noqa: E402
-from turn_memory.host.markers import marker_of  # noqa: E402
 from turn_memory.turns.nodes import original_nodes  # noqa: E402
 from turn_memory.turns.recovery import turn_nodes  # noqa: E402
 from turn_memory.turns.tools import FINISH, WorkerTools, catalog  # noqa: E402

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from turn_memory.bridge.protocol import ToolSpec
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import reminder as continuation_reminder
 from turn_memory.continuation import state as continuation_state
 from turn_memory.continuation import tool as continuation_tool
-from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime import read_image
 from turn_memory.history import session_history
-from turn_memory.bridge.protocol import ToolSpec
+from turn_memory.runtime import read_image
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.public_tools import PublicTool, PublicTools
 from turn_memory.runtime.workers import SharedTool
 

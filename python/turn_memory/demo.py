@@ -18,8 +18,8 @@ from typing import Any
 
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
-from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
+from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.host.surface import SessionLog
 
 TASKS = [

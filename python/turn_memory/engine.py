@@ -32,22 +32,22 @@ from turn_memory.bridge.protocol import (
     SessionEventsParams,
     WorkerToolParams,
 )
+from turn_memory.bridge.port import BridgeHostPort
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
+from turn_memory.catalog import context_sections, declared, public_tools, worker_tools
 from turn_memory.compaction.service import CompactionService
-from turn_memory.prompts import PromptError
 from turn_memory.config import ConfigError, EngineConfig, check_config
+from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
-from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.host.dialect import Dialect, dialect_for_host
+from turn_memory.prompts import PromptError
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
-from turn_memory.bridge.port import BridgeHostPort
-from turn_memory.catalog import context_sections, declared, public_tools, worker_tools
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
+from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
-from turn_memory.runtime.workers import WorkerRegistry
 
 if TYPE_CHECKING:  # imported on first use (see _compact_now)
     from turn_memory.compaction.manual import Rewrites

@@ -32,8 +32,8 @@ from helpers import text_of
 from turn_memory.devtools.dsh_home import DshHome, RunResult
 from turn_memory.devtools.fake_model import FakeModel, FakeRequest
 from turn_memory.host.dialect import RC8, V02
-from turn_memory.host.surface import SessionLog
 from turn_memory.host.markers import marker_of
+from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
 
 WORKER_TOOLS = {"list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", "finish_turn_compression"}

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from helpers import NO_TURNS, turn_tasks
+from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import node_origins
 from turn_memory.logs.reader import read_session_log, session_log_for
-from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
 

@@ -12,8 +12,8 @@ import pytest
 
 from helpers import host_problems, reload, text_of
 from test_turn_compression_e2e import IS_WORKER, agent_requests
-from turn_memory.host.surface import SessionLog
 from turn_memory.host.markers import marker_of
+from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
 
 pytestmark = pytest.mark.e2e

@@ -11,9 +11,9 @@ import pytest
 
 from helpers import reload
 from turn_memory.devtools.fake_model import FakeModel
+from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import render_prompt
-from turn_memory.host.markers import marker_of
 from turn_memory.turns.recovery import turn_nodes
 
 pytestmark = pytest.mark.e2e

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload, text_of
-from turn_memory.host.surface import SessionLog
 from turn_memory.host.markers import marker_of
+from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
 
 pytestmark = pytest.mark.e2e

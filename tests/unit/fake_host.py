@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams
 from turn_memory.host.dialect import Dialect
-from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.host.surface import SessionLog, SurfaceError
+from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 
 SESSION = "session-test"
 

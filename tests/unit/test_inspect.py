@@ -17,19 +17,19 @@ from turn_builders import Shape, completed_turn_log
 from turn_memory.cli import main
 from turn_memory.devtools.synthetic_log import SyntheticLog, write_synthetic_log
 from turn_memory.host.dialect import RC8, V02, Dialect
+from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
 from turn_memory.host.turn_index import node_origins
 from turn_memory.inspection.fold import Fold
 from turn_memory.inspection.progress import MIN_BYTES, ProgressBar, wants_bar
 from turn_memory.inspection.report import SCHEMA, inspect_log
-from turn_memory.runtime.land import stamp
 from turn_memory.logs.frames import complete_frames
 from turn_memory.logs.reader import read_session_log
 from turn_memory.logs.stream import LogStream
+from turn_memory.runtime.land import stamp
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, plan_landing
-from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 
 HEADER = {"type": "session", "version": 0, "id": "s-1", "createdAt": 1, "cwd": "/w"}

@@ -12,20 +12,19 @@ import pytest
 from fake_host import FakeHost
 from session_builders import SessionBuilder, image_ref
 from surface_builders import LogBuilder
-from turn_memory.bridge.protocol import AgentOptions
+from turn_memory.bridge.protocol import AgentOptions, ToolResult
+from turn_memory.catalog import public_tools, worker_tools
 from turn_memory.compaction.manual import compact_now
 from turn_memory.config import EngineConfig
+from turn_memory.host.blocks import render_blocks
 from turn_memory.host.dialect import RC8
 from turn_memory.host.images import ImageRef, marker_ref, markers_in
 from turn_memory.host.surface import SessionLog
-from turn_memory.catalog import public_tools, worker_tools
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
+from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.nodes import original_nodes
-from turn_memory.host.blocks import render_blocks
 from turn_memory.turns.tools import ToolError, WorkerTools
-from turn_memory.bridge.protocol import ToolResult
-from turn_memory.runtime.workers import WorkerRegistry
 
 SHOT = "sha256:" + "a" * 64
 PLOT = "sha256:" + "b" * 64

@@ -10,8 +10,8 @@ from turn_memory.compaction.segments import split_segments
 from turn_memory.compaction.service import surface_prices
 from turn_memory.host.dialect import RC8
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.units import Unit, surface_units
 from turn_memory.host.turn_index import node_origins
+from turn_memory.host.units import Unit, surface_units
 
 
 def layout(sizes: list[tuple[str, list[int]]]) -> tuple[list[int], list[Unit], dict[int, int]]:

@@ -10,13 +10,12 @@ from hypothesis import strategies as st
 
 from fake_host import FakeHost
 from session_builders import work_session
-from turn_memory.compaction.segmented import SegmentedJob
+from turn_memory.compaction.segmented import SegmentedJob, worker_tool_specs
 from turn_memory.compaction.selection import select_manual_range
-from turn_memory.compaction.segmented import worker_tool_specs
 from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError
-from turn_memory.host.tools import preview as _preview
 from turn_memory.config import CompactionConfig
 from turn_memory.host.dialect import RC8
+from turn_memory.host.tools import preview as _preview
 
 FOLD_P1 = {"expected_revision": 0, "from": "P1", "nodes": [
     {"role": "user", "content": "Fix the Parser on nested input."},

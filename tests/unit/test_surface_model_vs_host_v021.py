@@ -39,12 +39,12 @@ from surface_builders import (
     tool_message,
     user_message,
 )
-from turn_memory.prompts import read_prompt
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.selection import Selection, select_manual_range
 from turn_memory.host.dialect import V02
 from turn_memory.host.known_events import KNOWN_EVENT_TYPES_V02
 from turn_memory.host.surface import SessionLog, SurfaceError
+from turn_memory.prompts import read_prompt
 from turn_memory.runtime.land import Plan
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing

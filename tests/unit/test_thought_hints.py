@@ -17,14 +17,12 @@ from turn_builders import Shape, add_turn
 from turn_memory.config import EngineConfig, ThoughtHintsConfig
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.hints.client import DshLlmHints, EndpointHints, HintFailed, make_client
-from turn_memory.host.reasoning import ReasoningBlock
 from turn_memory.hints.detect import durable_blocks, live_block, long_blocks, open_turn_blocks
-from turn_memory.host.reasoning import hints_text
-from turn_memory.host.reasoning import Hint
 from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import RC8, V02
-from turn_memory.prompts import render_prompt
 from turn_memory.host.markers import marker_of
+from turn_memory.host.reasoning import Hint, ReasoningBlock, hints_text
+from turn_memory.prompts import render_prompt
 from turn_memory.turns.recovery import turn_nodes
 
 THOUGHT = "I suspect the lexer drops the final token; ruled out the parser because its tests pass. " * 3

@@ -11,20 +11,20 @@ import pytest
 from engine_harness import EngineHarness, forward
 from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from surface_builders import LogBuilder, new_id, snapshot_source
-from turn_memory.bridge.protocol import AgentOptions
-from turn_memory.turns.service import TurnService
-from turn_memory.config import EngineConfig
 from turn_memory import faults
+from turn_memory.bridge.protocol import AgentOptions
+from turn_memory.catalog import context_sections, public_tools
+from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
-from turn_memory.host import handoffs
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
+from turn_memory.host import handoffs
 from turn_memory.host.dialect import RC8, V02
-from turn_memory.host.surface import SessionLog
-from turn_memory.catalog import context_sections, public_tools
-from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.host.markers import is_host_context, marker_of
+from turn_memory.host.surface import SessionLog
+from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover
+from turn_memory.turns.service import TurnService
 
 FINISH = ("finish_turn_compression", {})
 HANDOFF = "Done: lexer and parser. State: tests green. Next: write the code generator in gen.py."

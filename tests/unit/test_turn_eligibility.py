@@ -12,9 +12,9 @@ from fake_host import SESSION, WorkerScript, attach_workers
 from test_turn_jobs import FINISH, complete_turn, next_turn_prestep, one_turn_host
 from turn_builders import Shape
 from turn_memory.config import EngineConfig, TurnConfig
+from turn_memory.host.markers import marker_of
 from turn_memory.host.tokens import estimate_message
 from turn_memory.turns import eligibility
-from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.recovery import turn_nodes
 

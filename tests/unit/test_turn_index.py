@@ -11,15 +11,15 @@ from typing import Any, Sequence
 import pytest
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.handoffs import HandoffLedger, awaiting_followup
 from turn_memory.devtools.synthetic_log import write_synthetic_log
 from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.handoffs import HandoffLedger, awaiting_followup
+from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
-from turn_memory.host.markers import marker_of
 from turn_memory.host.turn_index import TURN_NODE_TYPES, LifecycleState, has_reasoning, node_origins
-from turn_memory.runtime.land import stamp, validate
 from turn_memory.logs.reader import read_session_log
+from turn_memory.runtime.land import stamp, validate
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, plan_landing
 from turn_memory.turns.nodes import original_nodes

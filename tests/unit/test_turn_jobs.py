@@ -10,13 +10,13 @@ from engine_harness import EngineHarness, forward
 from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from turn_builders import Shape, add_turn
 from surface_builders import LogBuilder
-from turn_memory.turns.service import TurnService
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
-from turn_memory.host.surface import SessionLog
 from turn_memory.host.markers import marker_of
+from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover
 from turn_memory.turns.results import ResultStore
+from turn_memory.turns.service import TurnService
 
 FOLD = ("replace_turn_nodes", {"from": "n1", "to": "n5", "nodes": [
     {"role": "user", "content": "Fix the parser."}, {"role": "assistant", "content": "Fixed parse() on empty input."}]})

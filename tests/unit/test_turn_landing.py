@@ -8,12 +8,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RUNTIME_CONTEXT_KIND, RC8, V02
+from turn_memory.host.dialect import RC8, RUNTIME_CONTEXT_KIND, V02
+from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog, pairing_problems
 from turn_memory.runtime.land import stamp, validate
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
-from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import original_nodes
 
 DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]

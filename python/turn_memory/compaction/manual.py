@@ -13,19 +13,19 @@ import logging
 from contextlib import nullcontext
 from typing import Any, AsyncContextManager, Callable
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions, ErrorInfo
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.segmented import SegmentedJob, SegmentFailed, image_markers
 from turn_memory.compaction.selection import Selection, select_manual_range
 from turn_memory.compaction.summarize import SummaryFailed, summarize, summary_request
-from turn_memory.host.routes import NoRoute, route
 from turn_memory.config import EngineConfig
 from turn_memory.host.images import missing_markers
-from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime.land import LandingError, PartialLanding, Plan, SpanMoved, land
-from turn_memory.bridge.port import HostPort
+from turn_memory.host.routes import NoRoute, route
 from turn_memory.prompts import PromptError, read_prompt, render_prompt
+from turn_memory.runtime.land import LandingError, PartialLanding, Plan, SpanMoved, land
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.compaction")

@@ -21,19 +21,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from turn_memory.bridge.port import HostPort
+from turn_memory.bridge.protocol import ToolResult
 from turn_memory.compaction.memory import SessionMemoryEditor
 from turn_memory.compaction.segments import Segment, split_segments
 from turn_memory.compaction.selection import Selection
 from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError, tool_specs
 from turn_memory.config import CompactionConfig
-from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.host.blocks import render_blocks
 from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
-from turn_memory.bridge.port import HostPort
 from turn_memory.prompts import PromptError, prompt_sections, render_prompt
-from turn_memory.host.blocks import render_blocks
-from turn_memory.bridge.protocol import ToolResult
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import run_worker, worker_scope
 
 log = logging.getLogger("turn_memory.compaction")

@@ -25,15 +25,15 @@ from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncContextManager, Awaitable, Callable
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction.policy import Pressure, select_pressure_range
 from turn_memory.config import EngineConfig
-from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import js_len
 from turn_memory.host.turn_index import LANDING_STEP
-from turn_memory.bridge.port import HostPort
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 
 if TYPE_CHECKING:  # the module itself is imported on first use (see _compact)

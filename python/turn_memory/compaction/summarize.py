@@ -6,6 +6,7 @@ same tools — then appends the instruction, so the provider can reuse its prefi
 
 from __future__ import annotations
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
 from turn_memory.bridge.server import RemoteError, ShimTimeout
 from turn_memory.compaction.selection import Selection, first_content_index
@@ -13,7 +14,6 @@ from turn_memory.compaction.transaction import Summary
 from turn_memory.host.llm_stream import StreamAssembler
 from turn_memory.host.routes import request_header, route
 from turn_memory.host.surface import SessionLog
-from turn_memory.bridge.port import HostPort
 
 
 class SummaryFailed(Exception):

@@ -15,8 +15,8 @@ from turn_memory.compaction.selection import Selection
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
-from turn_memory.runtime.land import Plan
 from turn_memory.prompts import render
+from turn_memory.runtime.land import Plan
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,15 @@ import logging
 import uuid
 from typing import Callable
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import texts
-from turn_memory.host import handoffs
 from turn_memory.continuation.reminder import enabled
+from turn_memory.host import handoffs
 from turn_memory.host.dialect import Dialect
+from turn_memory.host.markers import PLUGIN
 from turn_memory.runtime.interfaces import TurnJobs
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.bridge.port import HostPort
-from turn_memory.host.markers import PLUGIN
 
 log = logging.getLogger("turn_memory.continuation")
 

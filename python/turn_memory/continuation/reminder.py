@@ -13,8 +13,8 @@ import logging
 
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
-from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.prompts import PromptError
+from turn_memory.runtime.mirror import MirroredSession
 
 log = logging.getLogger("turn_memory.continuation")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from turn_memory.host.dialect import is_runtime_context
+from turn_memory.host.markers import event_source, marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import LANDING_STEP
-from turn_memory.host.markers import event_source, marker_of
 
 #: the named runtime-context section that shows the reminder
 SECTION = "turn-memory:continuation"

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from turn_memory.continuation import state, texts
-from turn_memory.host import handoffs
-from turn_memory.continuation.reminder import enabled
-from turn_memory.runtime.public_tools import PublicCall, PublicTool
 from turn_memory.bridge.protocol import ToolResult
+from turn_memory.continuation import state, texts
+from turn_memory.continuation.reminder import enabled
+from turn_memory.host import handoffs
 from turn_memory.host.tools import ToolArgs, ToolError, tool_schema
+from turn_memory.runtime.public_tools import PublicCall, PublicTool
 
 
 # the schema the model sees; `handle` reads the argument leniently (`handoff_of`)

@@ -14,12 +14,12 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
-from turn_memory.host.routes import NoRoute, route
 from turn_memory.config import ThoughtHintsConfig
 from turn_memory.host.llm_stream import StreamAssembler
+from turn_memory.host.routes import NoRoute, route
 from turn_memory.host.surface import SessionLog
-from turn_memory.bridge.port import HostPort
 
 
 class HintFailed(Exception):

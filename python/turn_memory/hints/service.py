@@ -15,14 +15,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig, ThoughtHintsConfig
 from turn_memory.hints.client import HintClient, make_client
-from turn_memory.host.reasoning import HintKey, ReasoningBlock
 from turn_memory.hints.detect import durable_blocks, is_long, live_block, long_blocks, open_turn_blocks
-from turn_memory.host.reasoning import Hint
-from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.bridge.port import HostPort
+from turn_memory.host.reasoning import Hint, HintKey, ReasoningBlock
 from turn_memory.prompts import render_prompt
+from turn_memory.runtime.mirror import MirroredSession
 
 log = logging.getLogger("turn_memory.hints")
 

@@ -16,14 +16,14 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
-from turn_memory.host.turn_index import LANDING_STEP
-from turn_memory.runtime.public_tools import PublicCall, PublicTool
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.host.blocks import render_blocks
 from turn_memory.host.dialect import is_runtime_context, producer_of
 from turn_memory.host.markers import marker_of
-from turn_memory.host.blocks import render_blocks
-from turn_memory.bridge.protocol import ToolResult
 from turn_memory.host.paging import list_page, text_page
 from turn_memory.host.tools import ToolArgs, ToolError, parse_args, preview, tool_schema
+from turn_memory.host.turn_index import LANDING_STEP
+from turn_memory.runtime.public_tools import PublicCall, PublicTool
 
 NAME = "read_session_history"
 SURFACE = ("user/message", "assistant/message", "tool/result")

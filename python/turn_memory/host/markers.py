@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN
-from turn_memory.host.dialect import Dialect, is_human_source, is_plugin_source
+from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN, Dialect, is_human_source, is_plugin_source
 # recognised in host.turn_index, which keeps the turns with each marker as the log grows
 from turn_memory.host.turn_index import Phase, marker_of
 

@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 
 from turn_memory.host.dialect import Dialect
+from turn_memory.host.markers import is_own_source
 from turn_memory.host.surface import project_message
 from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
 from turn_memory.host.turn_index import OriginFold, UnitKey
 from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_members
-from turn_memory.host.markers import is_own_source
 
 CHUNK = "assistant/chunk"
 ROW_TYPES = frozenset(CHUNK_ROW_TYPES)

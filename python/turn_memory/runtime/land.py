@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from turn_memory import faults
-from turn_memory.bridge.protocol import Expectation
-from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.bridge.port import HostPort
+from turn_memory.bridge.protocol import Expectation
+from turn_memory.host.surface import SessionLog, SurfaceError
+from turn_memory.runtime.mirror import MirroredSession
 
 
 @dataclass

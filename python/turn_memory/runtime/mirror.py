@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta
-from turn_memory.host.handoffs import HandoffLedger
 from turn_memory.host.dialect import Dialect
+from turn_memory.host.handoffs import HandoffLedger
 from turn_memory.host.surface import SessionLog, SurfaceError
 
 log = logging.getLogger("turn_memory.mirror")

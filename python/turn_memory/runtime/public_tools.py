@@ -13,13 +13,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from turn_memory.bridge.protocol import AgentOptions, ToolSpec
-from turn_memory.config import EngineConfig
-from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.bridge.port import HostPort
-from turn_memory.prompts import PromptError, prompt_sections
-from turn_memory.bridge.protocol import ToolResult
+from turn_memory.bridge.protocol import AgentOptions, ToolResult, ToolSpec
+from turn_memory.config import EngineConfig
 from turn_memory.host.tools import ToolError
+from turn_memory.prompts import PromptError, prompt_sections
+from turn_memory.runtime.mirror import MirroredSession
 
 log = logging.getLogger("turn_memory.public_tools")
 PROMPT = "memory-tools"

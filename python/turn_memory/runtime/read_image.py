@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import Field
 
+from turn_memory.bridge.protocol import ToolResult
 from turn_memory.host.images import find_image, marker_ref, markers_in
+from turn_memory.host.tools import ToolArgs, ToolError, parse_args, tool_schema
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.public_tools import PublicTool, describe
-from turn_memory.bridge.protocol import ToolResult
-from turn_memory.host.tools import ToolArgs, ToolError, parse_args, tool_schema
 
 NAME = "read_memory_image"
 

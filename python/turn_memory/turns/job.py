@@ -38,23 +38,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
-from turn_memory.config import TurnConfig
-from turn_memory.host.reasoning import hints_text
-from turn_memory.host.reasoning import Hint
-from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.host.surface import SessionLog
-from turn_memory.runtime.land import LandingError, LogKeptMoving, Plan, land, validate
 from turn_memory.bridge.port import HostPort
+from turn_memory.bridge.protocol import ToolResult
+from turn_memory.config import TurnConfig
+from turn_memory.host.markers import marker_of
+from turn_memory.host.reasoning import Hint, hints_text
+from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import PromptError, prompt_sections, render_prompt
+from turn_memory.runtime.land import LandingError, LogKeptMoving, Plan, land, validate
+from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.runtime.workers import run_worker, worker_scope
 from turn_memory.turns import eligibility, landing as landing_
 from turn_memory.turns.editor import TurnNodeEditor
-from turn_memory.host.markers import marker_of
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.results import ResultStore, make_record, stale_reason
 from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
-from turn_memory.bridge.protocol import ToolResult
-from turn_memory.runtime.workers import run_worker, worker_scope
 
 log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from turn_memory.host.dialect import Dialect, is_runtime_context
+from turn_memory.host.markers import CONTINUATION, Phase, marker_source
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.land import Plan
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
-from turn_memory.host.markers import CONTINUATION, Phase, marker_source
 from turn_memory.turns.nodes import OriginalNode
 
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.surface import SessionLog
 from turn_memory.host.markers import is_host_context, marker_of
+from turn_memory.host.surface import SessionLog
 
 Role = Literal["user", "assistant", "tool"]
 Kind = Literal["human", "host-context", "assistant", "tool-result"]

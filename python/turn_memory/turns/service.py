@@ -17,15 +17,15 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable
 
+from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
 from turn_memory.runtime.interfaces import HintSource
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.bridge.port import HostPort
+from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
 from turn_memory.turns.results import ResultStore
-from turn_memory.runtime.workers import WorkerRegistry
 
 log = logging.getLogger("turn_memory.turns")
 

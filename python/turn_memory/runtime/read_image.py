@@ -60,6 +60,6 @@ def public_tool() -> PublicTool:
 
 
 def worker_spec() -> dict[str, Any]:
-    """The same tool inside a compression worker's scope (design D-010: workers resolve markers too)."""
+    """The same tool inside a compression worker's scope (workers resolve markers too)."""
     return describe(NAME, PARAMETERS).model_dump()
 

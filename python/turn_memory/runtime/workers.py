@@ -46,7 +46,7 @@ class WorkerRegistry:
 
 def worker_scope(own: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A compression worker's tools: its editor's own, then the public tools every worker scope
-    mounts too (D-010: workers resolve image markers; answered by the registry's shared tools)."""
+    mounts too (`read_memory_image`, answered by the registry's shared tools)."""
     return [*own, worker_spec()]
 
 

@@ -1,8 +1,10 @@
 """The engine's services over a `FakeHost`, wired and fed as `engine.py` wires and feeds them.
 
-One fixture instead of a copy per test module: `EngineHarness` builds the turn-side services
-with one worker registry (hints feed turn jobs, follow-ups read them), and `forward` does what
-the shim's mirror and the engine's `session.events` handler do with a batch.
+One fixture instead of a copy per test module: `EngineHarness` builds the services with one
+worker registry (hints feed turn jobs, follow-ups read them, compaction shares the registry),
+and `forward` does what the shim's mirror and the engine's `session.events` handler do with a
+batch. `fake_host.attach_workers` routes scripted workers' tool calls through a service's
+registry, as the shim's `worker.tool` does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from fake_host import SESSION, FakeHost
 
 from turn_memory.bridge.protocol import SessionEventsParams
+from turn_memory.compaction.service import CompactionService
 from turn_memory.config import EngineConfig
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.runtime.workers import WorkerRegistry
@@ -26,6 +29,7 @@ class EngineHarness:
         self.hints = hints
         self.turns = TurnService(self.workers, hints)
         self.followups = FollowupDispatcher(self.turns)
+        self.compaction = CompactionService(self.workers)
 
     def forward(self, host: FakeHost, config: EngineConfig, *, reset: bool = False,
                 results: ResultStore | None = None) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from engine_harness import EngineHarness
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
 from surface_builders import assistant_message
@@ -19,7 +20,6 @@ from turn_memory.compaction.service import RETRY_GROWTH, CompactionService, surf
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8
 from turn_memory.host.tokens import estimate_message
-from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
 TURNS = 6
@@ -28,15 +28,6 @@ FOLD = [("replace_session_memory", {"expected_revision": 0, "from": "P1", "nodes
     {"role": "user", "content": "CKPT-USER: fix the modules one by one."},
     {"role": "assistant", "content": "CKPT-ASSISTANT: parser, lexer, codegen fixed; all tests pass."}]}),
     ("finish_session_segment", {})]
-
-
-class Service(CompactionService):
-    def __init__(self) -> None:
-        self.registry = WorkerRegistry()
-        super().__init__(self.registry)
-
-    def tool_call(self, job_id, worker_id, name, args):
-        return self.registry.call(job_id, worker_id, name, args)
 
 
 class Meter:
@@ -90,7 +81,7 @@ def grow(host: FakeHost, chars: int, turn: int = OPEN) -> int:
     return estimate_message(message)
 
 
-def pre_step(service: Service, host: FakeHost, cfg: EngineConfig, meter: Meter, turn: int = OPEN) -> None:
+def pre_step(service: CompactionService, host: FakeHost, cfg: EngineConfig, meter: Meter, turn: int = OPEN) -> None:
     asyncio.run(asyncio.wait_for(service.pre_step(host.session, turn, cfg, host, meter, AGENT), 10))
 
 
@@ -100,7 +91,7 @@ def starts(host: FakeHost) -> list[dict[str, Any]]:
 
 def test_below_the_threshold_nothing_happens_and_the_cheap_estimate_skips_the_meter():
     host, window = open_turn_host(threshold_offset=4000)
-    service, meter, cfg = Service(), Meter(host), config()
+    service, meter, cfg = EngineHarness().compaction, Meter(host), config()
     started = attach_workers(host, service, [])
     before = len(host.log)
     pre_step(service, host, cfg, meter)
@@ -115,7 +106,7 @@ def test_below_the_threshold_nothing_happens_and_the_cheap_estimate_skips_the_me
 
 def test_at_the_threshold_the_open_turn_compacts_keeping_the_retained_tail():
     host, window = open_turn_host(threshold_offset=0)
-    service, meter, cfg = Service(), Meter(host), config()
+    service, meter, cfg = EngineHarness().compaction, Meter(host), config()
     started = attach_workers(host, service, [WorkerScript(FOLD)])
     nodes = list(host.log.nodes)
     pre_step(service, host, cfg, meter)
@@ -138,7 +129,7 @@ def test_at_the_threshold_the_open_turn_compacts_keeping_the_retained_tail():
 
 def test_one_token_under_the_threshold_is_not_compacted():
     host, _ = open_turn_host(threshold_offset=1)
-    service = Service()
+    service = EngineHarness().compaction
     attach_workers(host, service, [WorkerScript(FOLD)])
     pre_step(service, host, config(), Meter(host))
     assert starts(host) == []
@@ -165,7 +156,7 @@ def no_matching_step(seq: int) -> str:
 def test_when_the_meter_refuses_a_landed_assistant_node_the_canonical_surface_is_priced():
     host, window = open_turn_host(threshold_offset=0)
     refused = no_matching_step(land_an_assistant_node(host))
-    service = Service()
+    service = EngineHarness().compaction
     expected = sum(estimate_message(m) for m in host.log.surface_messages())
     measured = asyncio.run(service.measure(host.session, Meter(host, error=refused)))
     assert (measured.tokens, measured.source) == (expected, "surface")
@@ -183,7 +174,7 @@ def test_any_other_meter_failure_is_not_papered_over_by_the_fallback():
     turn-memory landing wrote; any other failure means no pressure decision this step."""
     host, _ = open_turn_host(threshold_offset=0)
     model_node = host.log.index.turn_nodes(1)[-1]  # the agent's own answer: the meter should know its step
-    service = Service()
+    service = EngineHarness().compaction
     attach_workers(host, service, [WorkerScript(FOLD)])
     for meter in (Meter(host, error="cannot price this session"), Meter(host, raises=True),
                   Meter(host, error=no_matching_step(model_node)), Meter(host, error=no_matching_step(10**6))):
@@ -195,20 +186,20 @@ def test_any_other_meter_failure_is_not_papered_over_by_the_fallback():
 def test_the_fallback_also_prices_the_request_envelope():
     host, _ = open_turn_host(threshold_offset=0)
     refused = no_matching_step(land_an_assistant_node(host))
-    plain = asyncio.run(Service().measure(host.session, Meter(host, error=refused)))
+    plain = asyncio.run(EngineHarness().compaction.measure(host.session, Meter(host, error=refused)))
     system = "You are a careful coding agent. " * 100
     tools = [{"name": "bash", "description": "run a command " * 20, "parameters": {"type": "object"}}]
     host.host_append("request/header", {"header": {"config": {"provider": "p", "model": "m"},
                                                    "system": system, "tools": tools}})
     host._forward()
-    enveloped = asyncio.run(Service().measure(host.session, Meter(host, error=refused)))
+    enveloped = asyncio.run(EngineHarness().compaction.measure(host.session, Meter(host, error=refused)))
     # the system prompt and the tool schemas are part of every request, at ~4 characters a token
     assert enveloped.tokens - plain.tokens >= len(system) // 4 + len(json.dumps(tools, separators=(",", ":"))) // 4
 
 
 def test_after_a_failed_job_no_retry_until_the_session_grew_by_the_retry_share():
     host, window = open_turn_host(threshold_offset=0)
-    service, meter, cfg = Service(), Meter(host), config(workerAttempts=1)
+    service, meter, cfg = EngineHarness().compaction, Meter(host), config(workerAttempts=1)
     failing = WorkerScript([("read_session_memory", {})])
     started = attach_workers(host, service, [failing])
     nodes = list(host.log.nodes)
@@ -234,7 +225,7 @@ def test_after_a_failed_job_no_retry_until_the_session_grew_by_the_retry_share()
 
 def test_passes_that_stay_over_the_threshold_stop_and_wait_for_growth():
     host, window = open_turn_host(threshold_offset=0)
-    service, cfg = Service(), config(maxPasses=1)
+    service, cfg = EngineHarness().compaction, config(maxPasses=1)
     meter = Meter(host, extra=10 * window)  # e.g. a huge request envelope: never under the threshold
     scripts = [WorkerScript(FOLD), WorkerScript(FOLD)]
     attach_workers(host, service, scripts)
@@ -257,7 +248,7 @@ def next_turn(host: FakeHost, turn: int) -> None:
 
 def test_staying_over_after_the_passes_waits_for_growth_even_in_later_turns():
     host, window = open_turn_host(threshold_offset=0)
-    service, cfg = Service(), config(maxPasses=1, retainRatio=0)
+    service, cfg = EngineHarness().compaction, config(maxPasses=1, retainRatio=0)
     meter = Meter(host, extra=10 * window)
     scripts = [WorkerScript(FOLD), WorkerScript(FOLD)]
     attach_workers(host, service, scripts)
@@ -277,7 +268,7 @@ def test_nothing_compactable_outside_the_tail_waits_for_growth_too():
     window = 2 * retain
     host.host_append("request/context", {"contextWindow": window})
     host._forward()
-    service, cfg = Service(), config(retainRatio=0.5)
+    service, cfg = EngineHarness().compaction, config(retainRatio=0.5)
     meter = Meter(host, extra=10 * window)
     started = attach_workers(host, service, [WorkerScript(FOLD)])
     pre_step(service, host, cfg, meter)
@@ -289,7 +280,7 @@ def test_nothing_compactable_outside_the_tail_waits_for_growth_too():
 
 def test_auto_off_or_another_turn_never_compacts():
     host, _ = open_turn_host(threshold_offset=0)
-    service, meter = Service(), Meter(host)
+    service, meter = EngineHarness().compaction, Meter(host)
     started = attach_workers(host, service, [WorkerScript(FOLD)])
     pre_step(service, host, config(auto=False), meter)
     assert meter.calls == 0
@@ -300,13 +291,13 @@ def test_auto_off_or_another_turn_never_compacts():
 def test_no_window_yet_means_nothing_to_measure_against():
     host = FakeHost(RC8, work_session(RC8, TURNS, open_turn=True).events)
     meter = Meter(host)
-    pre_step(Service(), host, config(), meter)
+    pre_step(EngineHarness().compaction, host, config(), meter)
     assert meter.calls == 0 and starts(host) == []
 
 
 def test_overflow_compacts_and_replays_once_per_turn():
     host, _ = open_turn_host(threshold_offset=10**6)  # far below pressure: overflow ignores the threshold
-    service, cfg = Service(), config()
+    service, cfg = EngineHarness().compaction, config()
     scripts = [WorkerScript(FOLD), WorkerScript(FOLD)]
     started = attach_workers(host, service, scripts)
     open_nodes = host.log.nodes[-1:]  # the open turn so far: its user request
@@ -325,7 +316,7 @@ def test_overflow_compacts_and_replays_once_per_turn():
 
 def test_overflow_that_cannot_change_the_surface_is_not_replayed_nor_retried_in_the_turn():
     host, _ = open_turn_host(threshold_offset=10**6)
-    service, cfg = Service(), config(workerAttempts=1)
+    service, cfg = EngineHarness().compaction, config(workerAttempts=1)
     started = attach_workers(host, service, [WorkerScript([]), WorkerScript(FOLD)])
     nodes = list(host.log.nodes)
     assert asyncio.run(service.overflow(host.session, OPEN, cfg, host, AGENT)) is False
@@ -344,7 +335,7 @@ def test_overflow_that_cannot_change_the_surface_is_not_replayed_nor_retried_in_
 @pytest.mark.parametrize("locked", [False, True])
 def test_overflow_with_nothing_to_compact_or_a_busy_session_is_not_replayed(locked):
     host = FakeHost(RC8, work_session(RC8, 0, open_turn=True).events)
-    service = Service()
+    service = EngineHarness().compaction
 
     async def scenario() -> bool:
         if locked:
@@ -362,7 +353,7 @@ def test_an_unexpected_failure_still_closes_the_compaction_so_compact_is_not_bus
     from turn_memory.compaction.manual import compact_now
 
     host, _ = open_turn_host(threshold_offset=0)
-    service = Service()
+    service = EngineHarness().compaction
     attach_workers(host, service, [WorkerScript(FOLD)])
 
     async def broken(*args, **kwargs):
@@ -380,7 +371,7 @@ def test_an_unexpected_failure_still_closes_the_compaction_so_compact_is_not_bus
     host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
     host._forward()
     attach_workers(host, service, [WorkerScript(FOLD)])
-    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.registry))
+    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.workers))
     assert result is not None and "error" not in host.log.events[-1]["data"]
 
 
@@ -393,9 +384,9 @@ def test_an_automatic_compaction_left_open_is_closed_by_the_next_compaction():
     host.host_append("compaction/start", {"compactionId": "old", "turn": OPEN})
     host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
     host._forward()
-    service = Service()
+    service = EngineHarness().compaction
     attach_workers(host, service, [WorkerScript(FOLD)])
-    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.registry))
+    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.workers))
     ends = [e["data"] for e in host.log.events if e["type"] == "compaction/end"]
     assert ends[0]["compactionId"] == "old" and "abandoned" in ends[0]["error"]
     assert result is not None and ends[1]["compactionId"] == result["compactionId"] and "error" not in ends[1]

@@ -25,13 +25,6 @@ DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]
 FINISH = ("finish_session_segment", {})
 
 
-class Registry(WorkerRegistry):
-    """The engine's shared registry; FakeHost workers call tools through it, like the shim does."""
-
-    def tool_call(self, job_id: str, worker_id: str, name: str, args: Any):
-        return self.call(job_id, worker_id, name, args)
-
-
 def config(**compaction: Any) -> EngineConfig:
     return EngineConfig.model_validate({"compaction": compaction})
 
@@ -49,8 +42,8 @@ def segment_worker(k: int, revision: int) -> WorkerScript:
                          FINISH])
 
 
-def compact(host: FakeHost, cfg: EngineConfig, scripts: list[WorkerScript], registry: Registry | None = None):
-    registry = registry or Registry()
+def compact(host: FakeHost, cfg: EngineConfig, scripts: list[WorkerScript], registry: WorkerRegistry | None = None):
+    registry = registry or WorkerRegistry()
     started = attach_workers(host, registry, scripts)
     result = asyncio.run(asyncio.wait_for(compact_now(host.session, host, cfg, AGENT, "cmd-1", registry), 10))
     return result, started
@@ -181,7 +174,7 @@ def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
 
 def test_a_worker_that_fails_to_run_counts_as_no_progress():
     host = FakeHost(RC8, work_session(RC8, 3).events)
-    registry = Registry()
+    registry = WorkerRegistry()
     modes: list[str] = []
     attach_workers(host, registry, [segment_worker(1, 0)])
     play = host.run_worker
@@ -259,7 +252,7 @@ def test_tool_calls_of_a_worker_that_is_no_longer_active_are_refused():
     done = job.tool_call("c1", "finish_session_segment", {})
     assert done.conclude and not done.is_error
     # once the job is over the registry tells stragglers to stop
-    assert Registry().call(job.job_id, "c1", "list_session_segments", {}).conclude
+    assert WorkerRegistry().call(job.job_id, "c1", "list_session_segments", {}).conclude
 
 
 def test_restating_the_same_memory_is_no_progress():
@@ -280,7 +273,7 @@ def test_a_compaction_stops_at_its_request_budget_over_all_segments(caplog):
     host = FakeHost(RC8, work_session(RC8, 4).events)
     before = len(host.log)
     reader = WorkerScript([("read_session_memory", {})] * 10)
-    registry = Registry()
+    registry = WorkerRegistry()
     started = attach_workers(host, registry, [segment_worker(1, 0), reader, WorkerScript([FINISH])])
     with caplog.at_level("INFO", logger="turn_memory.compaction"), pytest.raises(RemoteError) as excinfo:
         asyncio.run(compact_now(host.session, host, config(segmentTokens=100, maxJobRequests=5, maxWorkerRequests=4),
@@ -302,5 +295,5 @@ def test_a_compaction_stops_at_its_wall_clock_budget():
 
     host.run_worker = slow  # type: ignore[method-assign]
     with pytest.raises(RemoteError, match="the compaction's wall-clock budget"):
-        asyncio.run(compact_now(host.session, host, config(jobTimeoutS=0.3), AGENT, None, Registry()))
+        asyncio.run(compact_now(host.session, host, config(jobTimeoutS=0.3), AGENT, None, WorkerRegistry()))
     assert len(timeouts) == 2 and timeouts[1] < 0.2

@@ -143,7 +143,7 @@ def _barrier(rewrites: Rewrites | None) -> AsyncContextManager[Any]:
 
 class CompactionService:
     def __init__(self, workers: WorkerRegistry) -> None:
-        self._workers = workers
+        self.workers = workers
         #: (session, turn) pairs whose one overflow recovery was used
         self._overflowed: set[tuple[str, int]] = set()
         self._last: dict[str, LastMeasure] = {}
@@ -278,7 +278,7 @@ class CompactionService:
                 # imported on first use: the engine's start-up imports compete with DSH's boot
                 from turn_memory.compaction.manual import run_transaction
 
-                return await run_transaction(session, port, config, agent, selection, None, turn, self._workers)
+                return await run_transaction(session, port, config, agent, selection, None, turn, self.workers)
         except RemoteError as exc:  # closed cleanly with the error; the turn goes on
             log.warning("session %s turn %d: automatic compaction failed: %s", session.id, turn, exc.info.message)
             return None

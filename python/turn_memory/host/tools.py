@@ -1,4 +1,5 @@
-"""What every tool call shares, public or worker: argument parsing, the answer type, previews. Pure."""
+"""What every tool call shares, public or worker: argument parsing and models, their JSON
+schemas, previews. Pure (the result type is the wire model, `bridge.protocol.ToolResult`)."""
 
 from __future__ import annotations
 

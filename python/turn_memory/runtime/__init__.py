@@ -1,1 +1,3 @@
-"""Shared runtime state below the features: the session mirror, the worker registry and the tools every worker scope shares, the public-tool registry, and the one executor that lands a plan through the port."""
+"""Shared runtime state below the features: the session mirror, the worker registry and the
+tool every worker scope shares, the public-tool registry, the interfaces features offer each
+other, and `land()`, the one executor that applies a plan through the port."""

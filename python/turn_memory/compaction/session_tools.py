@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from turn_memory.compaction.memory import MemoryEditError, MemoryNode, SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
 from turn_memory.host.images import image_problems
 from turn_memory.host.paging import text_page
-from turn_memory.host.tools import RangeArgs, ToolArgs, ToolError, parse_args, preview, tool_schema
+from turn_memory.host.tools import RangeArgs, ToolArgs, ToolError, parse_call, preview, tool_schema
 
 FINISH = "finish_session_segment"
 TOOL_NAMES = ("list_session_segments", "read_session_source", "read_session_memory", "search_session_memory",
@@ -27,20 +27,11 @@ class ListArgs(ToolArgs):
     pass
 
 
-class _Selection(RangeArgs):
-    @model_validator(mode="before")
-    @classmethod
-    def _one(cls, args: Any) -> Any:
-        if isinstance(args, dict) and args.get("ids") is not None and args.get("from") is not None:
-            raise ValueError("give ids or from/to, not both")
-        return args
-
-
-class ReadSourceArgs(_Selection):
+class ReadSourceArgs(RangeArgs):  # no selection: the segment's catalog
     segment: str | None = None
 
 
-class ReadMemoryArgs(_Selection):
+class ReadMemoryArgs(RangeArgs):  # no selection: the working checkpoint's catalog
     pass
 
 
@@ -98,19 +89,18 @@ class SessionTools:
     _catalog_lines: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)
 
     def call(self, name: str, args: Any) -> str:
+        parsed = parse_call(ARGS, name, args)  # an invalid call leaves the editor unchanged
         if name == "list_session_segments":
-            parse_args(ListArgs, args)
             return self.segment_catalog()
         if name == "read_session_source":
-            return self._read_source(parse_args(ReadSourceArgs, args))
+            return self._read_source(parsed)
         if name == "read_session_memory":
-            return self._read_memory(parse_args(ReadMemoryArgs, args))
+            return self._read_memory(parsed)
         if name == "search_session_memory":
-            return self._search(parse_args(SearchArgs, args))
+            return self._search(parsed)
         if name == "replace_session_memory":
-            return self._replace(parse_args(ReplaceArgs, args))
+            return self._replace(parsed)
         if name == FINISH:
-            parse_args(FinishArgs, args)
             if not self.editor.segment_done(self.assigned):
                 raise ToolError(f"segment S{self.assigned} is not covered yet: replace its placeholder "
                                 f"P{self.assigned} with memory nodes first")

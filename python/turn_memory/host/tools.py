@@ -4,7 +4,7 @@ schemas, previews. Pure (the result type is the wire model, `bridge.protocol.Too
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -30,13 +30,26 @@ class ToolArgs(BaseModel):
 
 
 class RangeArgs(ToolArgs):
-    """A read of editor nodes: listed `ids`, or the range `from`..`to`, paged by `offset`
-    (each editor's tool says which selections it accepts)."""
+    """A read of editor nodes: listed `ids`, or the range `from`..`to`, paged by `offset`.
+    Never both; a tool whose `selection_required` is set refuses neither, with its own
+    `selection_error` (checked before the fields, as the tool's first complaint)."""
+
+    selection_required: ClassVar[bool] = False
+    selection_error: ClassVar[str] = "give ids or from/to, not both"
 
     ids: list[str] | None = None
     from_: str | None = Field(None, alias="from")
     to: str | None = None
     offset: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_selection(cls, args: Any) -> Any:
+        if isinstance(args, dict):
+            ids, start = args.get("ids") is not None, args.get("from") is not None
+            if (ids and start) or (cls.selection_required and not (ids or start)):
+                raise ValueError(cls.selection_error)
+        return args
 
     @model_validator(mode="after")
     def _to_needs_from(self) -> "RangeArgs":
@@ -57,6 +70,15 @@ def parse_args(model: type[ToolArgs], args: Any) -> Any:
     except ValidationError as exc:
         details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors())
         raise ToolError(f"invalid arguments: {details}") from None
+
+
+def parse_call(models: Mapping[str, type[ToolArgs]], name: str, args: Any) -> Any:
+    """A worker tool call's arguments, parsed with the model its schema comes from (`models`:
+    the editor's tool name -> argument model table); an unknown tool is a ToolError."""
+    model = models.get(name)
+    if model is None:
+        raise ToolError(f"unknown tool {name}")
+    return parse_args(model, args)
 
 
 def tool_schema(model: type[ToolArgs]) -> dict[str, Any]:

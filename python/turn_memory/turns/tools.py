@@ -13,10 +13,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from turn_memory.host.paging import text_page
-from turn_memory.host.tools import RangeArgs, ToolArgs, ToolError, parse_args, preview, tool_schema
+from turn_memory.host.tools import RangeArgs, ToolArgs, ToolError, parse_args, parse_call, preview, tool_schema
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor, WorkingNode
 
 FINISH = "finish_turn_compression"
@@ -29,12 +29,8 @@ class ListArgs(ToolArgs):
 
 
 class ReadArgs(RangeArgs):
-    @model_validator(mode="before")
-    @classmethod
-    def _one_selection(cls, args: Any) -> Any:
-        if isinstance(args, dict) and (args.get("ids") is None) == (args.get("from") is None):
-            raise ValueError("give either ids (a list of node ids) or from (and optionally to), not both or neither")
-        return args
+    selection_required = True
+    selection_error = "give either ids (a list of node ids) or from (and optionally to), not both or neither"
 
 
 class NodeArg(ToolArgs):
@@ -94,15 +90,14 @@ class WorkerTools:
 
     def call(self, name: str, args: Any) -> str:
         """Run one tool; raises ToolError (editor unchanged) on any invalid call."""
+        parsed = parse_call(ARGS, name, args)
         if name == "list_turn_nodes":
-            parse_args(ListArgs, args)
             return catalog(self.editor, previews=True)
         if name == "read_turn_nodes":
-            return self._read(parse_args(ReadArgs, args))
+            return self._read(parsed)
         if name == "replace_turn_nodes":
-            return self._replace(parse_args(ReplaceArgs, args))
+            return self._replace(parsed)
         if name == FINISH:
-            parse_args(FinishArgs, args)
             problems = self.editor.final_problems()
             if problems:
                 raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))

@@ -292,7 +292,11 @@ class Fold:
             self._landing = unit
         elif not self._in_landing:
             opened = self._open
-            self._window = unit if type(unit) is TurnStats and opened is not None and unit is not opened else None
+            # only a landing's head (its compression marker) opens a window, as in host.turn_index;
+            # the landing's further replacements keep it
+            heads = (marker is not None and marker[0] == "compression") or unit is self._window
+            self._window = unit if heads and type(unit) is TurnStats and opened is not None and unit is not opened \
+                else None
         self._replace(shadowed, seq, unit, tokens, fingerprint)
 
     @staticmethod

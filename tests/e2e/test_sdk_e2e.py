@@ -28,10 +28,12 @@ def test_sdk_sessions_are_compressed_and_resume(sdk_home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after resuming. THIRD-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
     fake.add_rule(IS_WORKER, reply=FINISH, times="always")  # turn 2's workers keep it as it is
-    # the script lingers after its turns (as a script doing other work would): DSH closing the
-    # runtime drains its subagents, which aborts a worker still running (it is retried at the next start)
-    out = sdk_home.run_sdk([{"tasks": [TASK_1, "Second task: add a regression test."], "linger_s": 3},
-                            {"resume": True, "tasks": ["Third task, in a new SDK runtime."]}])
+    # the script does other work after its turns and before its first one (as scripts do): DSH
+    # closing the runtime drains its subagents, which aborts a worker still running (it is retried
+    # at the next start), and a turn that starts before the new runtime's engine is up runs
+    # without it (fail open), so neither can show that the compression survives the restart
+    out = sdk_home.run_sdk([{"tasks": [TASK_1, "Second task: add a regression test."], "linger_s": 5},
+                            {"resume": True, "before_s": 3, "tasks": ["Third task, in a new SDK runtime."]}])
     first, second = out["runs"]
     assert first["session"] == second["session"]
     assert [t["finish"] for t in first["turns"] + second["turns"]] == ["completed"] * 3, out

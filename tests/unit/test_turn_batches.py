@@ -244,3 +244,39 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     assert "one worker run for turns 1, 3" in caplog.text
     assert store.turns(SESSION) == [] and second.jobs == {}
     SessionLog(RC8, host.log.events)  # still reloads
+
+
+def test_a_batch_led_by_a_restored_turn_starts_with_a_fork_and_the_restored_turn_keeps_its_provenance(tmp_path):
+    """A previous process finished turn 1 (kept in its sidecar) and gave up on turns 2 and 3;
+    after the restart turn 1's job leads the batch: turns 2 and 3 get a fork (their first
+    worker), and turn 1 lands with the one worker that compressed it, not the batch's."""
+    host, store = backlog_host(), ResultStore(tmp_path / "dsh-home")
+    first = EngineHarness().turns
+    cfg1 = config(batchTurns=1, workerAttempts=1)
+    attach_workers(host, first, [WorkerScript([fold(1, prefix=False), FINISH]), WorkerScript([]), WorkerScript([])])
+
+    async def before_the_stop():
+        ends = [e for e in host.log.events if e["type"] == "turn/end"]
+        first.on_events(host.session, ends, False, lambda: host, cfg1, store)
+        await first.drained(SESSION, 5)
+        for queue in first.queues.values():
+            queue.cancel()
+
+    run_ = lambda coro: asyncio.run(asyncio.wait_for(coro, 10))  # noqa: E731
+    run_(before_the_stop())
+    assert store.turns(SESSION) == [1]
+
+    second, cfg = EngineHarness().turns, config()
+    again = attach_workers(host, second, [WorkerScript([fold(2), fold(3), FINISH])])
+
+    async def after_the_restart():
+        reopen(host, second, cfg, store)
+        await second.drained(SESSION, 5)
+        await next_turn_prestep(host, second, cfg, TURNS + 1)
+
+    run_(after_the_restart())
+    assert [w["mode"] for w in again] == ["fork"]
+    provenance = {m[1]: e["data"]["source"]["workerModes"] for e in host.log.events
+                  if (m := marker_of(e)) is not None and m[0] == "compression"}
+    assert provenance[1] == ["fork"], provenance  # its own run, in the previous process
+    assert provenance[2] == provenance[3] and provenance[2][0] == "fork", provenance

@@ -21,7 +21,7 @@ from turn_memory.host.turn_index import TURN_NODE_TYPES, LifecycleState, has_rea
 from turn_memory.logs.reader import read_session_log
 from turn_memory.runtime.land import stamp, validate
 from turn_memory.turns.editor import Output, TurnNodeEditor
-from turn_memory.turns.landing import LandingContext, plan_landing
+from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.recovery import turns_to_recover
 
@@ -187,3 +187,41 @@ def test_the_index_equals_a_full_scan_on_a_long_session_with_checkpoints(tmp_pat
             check(log)
     check(log)
     assert checkpoints >= 2 and log.index.pending - log.index.landed  # it has what the scan looks for
+
+
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+def test_a_pending_marker_written_after_the_next_turn_began_keeps_that_turns_nodes_its_own(dialect):
+    """Under load the pending marker of turn 2 (written at its turn/end, asynchronously) can
+    reach the log after turn 3's user message: the loop's nodes after it are still turn 3's,
+    so turn 3 stays one contiguous run of nodes and gets compressed (it used to be handed to
+    turn 2, and turn 3 was skipped as "not contiguous")."""
+    import orjson
+
+    from turn_memory.inspection.fold import Fold
+    log, positions = completed_turn_log(dialect, Shape(), prior_turns=1, pending=False)
+    add = lambda kind, data, **surface: log.append({"type": kind, "seq": len(log), "time": 1, "data": data, **surface})
+    add("step/start", {"turn": 3, "step": 1})
+    add("user/message", {"id": "u-3", "role": "user", "source": {"kind": "user"},
+                         "content": [{"type": "text", "text": "third task"}]}, surfaceOp="append")
+    user3 = len(log) - 1
+    land_plan(log, pending_plan(log, positions[0], 2))  # turn 2's marker, late
+    add("assistant/message", dialect.assistant_data(3, 1, {
+        "id": "a-3", "role": "assistant", "source": {"kind": "model", "provider": "p", "model": "m"},
+        "content": [{"type": "text", "text": "probing"}, {"type": "tool-call", "id": "call-3", "name": "bash",
+                                                          "arguments": "{}"}]}), surfaceOp="append")
+    add("tool/call", {"turn": 3, "step": 1, "callId": "call-3", "name": "bash", "arguments": "{}"})
+    add("tool/result", {"turn": 3, "step": 1, "message": dialect.tool_result_message(
+        "t-3", "call-3", [{"type": "text", "text": "ok"}])}, surfaceOp="append")
+    add("step/end", {"turn": 3, "step": 1})
+    add("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
+
+    third = log.index.turn_nodes(3)
+    assert third[0] == user3 and [log.events[s]["type"] for s in third] == [
+        "user/message", "assistant/message", "tool/result"]
+    at = log.index_of(third[0])
+    assert log.nodes[at:at + len(third)] == third  # contiguous: a job would compress it
+    assert len(log.index.turn_nodes(2)) == len(positions)
+    check(log)
+    fold = Fold(dialect)
+    fold.feed_lines([orjson.dumps(e) for e in log.events], lambda i: i)
+    assert (fold.turns[3].nodes, fold.turns[2].nodes) == (3, len(positions))  # `turn-memory inspect` agrees

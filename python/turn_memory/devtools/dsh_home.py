@@ -156,7 +156,7 @@ class DshHome:
 
     def run_sdk(self, runs: list[dict[str, Any]], *, timeout: float = 120) -> dict[str, Any]:
         """Drive sessions through the official Python SDK (0.2.1 runtime venv): each run is one
-        SDK runtime, i.e. one DSH process ({tasks, resume?, linger_s?}); see sdk_driver.py."""
+        SDK runtime, i.e. one DSH process ({tasks, resume?, before_s?, linger_s?}); see sdk_driver.py."""
         if self.runtime.python is None:
             raise RuntimeError(f"DSH {self.runtime.version} has no Python SDK")
         config = self.root / f"sdk-{time.time_ns()}.json"

@@ -2,7 +2,7 @@
 
 Runs under the DSH 0.2.1 runtime's own venv (the SDK lives there), so it imports nothing
 from turn_memory. Usage: python sdk_driver.py CONFIG.json; CONFIG holds dsh_home, dsh_bin,
-profile, base_url, cwd and `runs`: [{tasks: [...], resume: bool}] — each run is one SDK
+profile, base_url, cwd and `runs`: [{tasks: [...], resume: bool, before_s, linger_s}] — each run is one SDK
 runtime (one DSH process); `resume` reopens the previous run's session with
 `resume_session`. Prints one JSON object: per run the session id and each turn's answer.
 """
@@ -28,6 +28,7 @@ def main(path: str) -> int:
         with harness:
             session = harness.resume_session(session_id) if spec.get("resume") else harness.start_session()
             session_id = session.id
+            time.sleep(spec.get("before_s", 0))
             for task in spec["tasks"]:
                 started = time.monotonic()
                 result = session.run(task)

@@ -93,8 +93,9 @@ class OriginFold:
     except a session checkpoint, which is a standalone unit. A landing of an earlier turn
     inside the open turn appends nodes that belong to the landed turn: on rc8 inside the
     landing step (`LANDING_STEP`); on 0.2 inside the loop's own step, right after the
-    replacement that heads it, until the loop commits its own first node of the step
-    (system prompt, the turn's user message, runtime context).
+    replacement that heads it (the one carrying its `compression` marker), until the loop
+    commits its own first node of the step (system prompt, the turn's user message, runtime
+    context).
     """
 
     def __init__(self, dialect: Dialect) -> None:
@@ -152,7 +153,11 @@ class OriginFold:
             origin = origins.get(bounds[0], ("loose", seq))
             if self._in_landing:
                 self._landing = origin
-            elif origin[0] == "turn" and origin[1] != self._open_turn and self._open_turn is not None:
+            elif (origin[0] == "turn" and origin[1] != self._open_turn and self._open_turn is not None
+                  and (marker_of(event) or ("",))[0] == "compression"):
+                # only a landing's head (its compression marker) opens a window: a pending
+                # marker written while a later turn runs is a lone copy, and the loop's own
+                # nodes after it are that later turn's
                 self._window = origin
         origins[seq] = origin
         return origin

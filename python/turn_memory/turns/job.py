@@ -119,6 +119,11 @@ class TurnJob:
     _worker_finished: bool = False
     #: (combined) working-surface shapes a finish was refused on: restating one is no progress
     _refused: set[Any] = field(default_factory=set)
+    #: the worker run this job leads (for the turns in `_todo`), kept apart from this job's own
+    #: workers: a leader restored from its sidecar lands with its own provenance while it runs
+    _run_workers: list[str] = field(default_factory=list)
+    _run_modes: list[str] = field(default_factory=list)
+    _run_requests: int = 0
     _started: float = 0.0
 
     def __post_init__(self) -> None:
@@ -226,9 +231,7 @@ class TurnJob:
         finally:
             # the worker run was on behalf of `todo`: its workers and requests are theirs (this
             # job's own turn, when it needed none, ran no worker)
-            workers, modes, requests = list(self.workers), list(self.worker_modes), self.requests
-            if self not in todo:
-                self.workers, self.worker_modes, self.requests = [], [], 0
+            workers, modes, requests = self._run_workers, self._run_modes, self._run_requests
             for job in todo:
                 job.workers, job.worker_modes, job.requests = list(workers), list(modes), requests
                 job.batch_turns = turns if len(todo) > 1 else []
@@ -365,18 +368,18 @@ class TurnJob:
         while True:
             if no_progress >= cfg.workerAttempts:
                 return f"{no_progress} consecutive worker(s) without progress"
-            if len(self.workers) >= cfg.maxWorkers:
-                return f"{len(self.workers)} workers, the cap (turns.maxWorkers)"
-            budget = cfg.maxJobRequests - self.requests
+            if len(self._run_workers) >= cfg.maxWorkers:
+                return f"{len(self._run_workers)} workers, the cap (turns.maxWorkers)"
+            budget = cfg.maxJobRequests - self._run_requests
             if budget <= 0:
-                return f"{self.requests} model requests, the job's budget (turns.maxJobRequests)"
+                return f"{self._run_requests} model requests, the job's budget (turns.maxJobRequests)"
             left = deadline - time.monotonic()
             if left <= 0:
                 return f"{cfg.jobTimeoutS:.0f}s, the job's wall-clock budget (turns.jobTimeoutS)"
-            mode = "fork" if not self.workers else "spawn"
+            mode = "fork" if not self._run_workers else "spawn"
             worker_id = f"w{next(_worker_ids)}"
-            self.workers.append(worker_id)
-            self.worker_modes.append(mode)
+            self._run_workers.append(worker_id)
+            self._run_modes.append(mode)
             try:
                 prompt = self._prompt(mode)
             except PromptError as exc:
@@ -391,7 +394,7 @@ class TurnJob:
                 }, min(cfg.workerTimeoutS, left))
             finally:
                 self.current_worker = None
-            self.requests += used
+            self._run_requests += used
             if self._worker_finished:
                 return None
             shape = self._shape()

@@ -2,9 +2,10 @@
 
 Runs under the DSH 0.2.1 runtime's own venv (the SDK lives there), so it imports nothing
 from turn_memory. Usage: python sdk_driver.py CONFIG.json; CONFIG holds dsh_home, dsh_bin,
-profile, base_url, cwd and `runs`: [{tasks: [...], resume: bool, before_s, linger_s}] — each run is one SDK
-runtime (one DSH process); `resume` reopens the previous run's session with
-`resume_session`. Prints one JSON object: per run the session id and each turn's answer.
+profile, base_url, cwd and `runs`: [{tasks: [...], resume, before_s, linger_s}] — each run is
+one SDK runtime (one DSH process); `resume` reopens the previous run's session with
+`resume_session`; `before_s`/`linger_s`: seconds the script waits before its first task and
+after its last. Prints one JSON object: per run the session id and each turn's answer.
 """
 
 from __future__ import annotations

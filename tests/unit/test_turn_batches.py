@@ -203,25 +203,31 @@ def test_a_batch_progresses_only_when_the_combined_shape_is_new_and_not_refused(
     assert sorted(landed(host)) == [(1, 3), (2, 3), (3, 3)]
 
 
+def before_a_restart(host: FakeHost, store: ResultStore, scripts: list[WorkerScript]) -> list[dict]:
+    """A first process: one worker per turn, one attempt each (`scripts`), then it stops
+    (its queues cancelled) with whatever it finished kept in `store`."""
+    first, cfg = EngineHarness().turns, config(batchTurns=1, workerAttempts=1)
+    started = attach_workers(host, first, scripts)
+
+    async def until_the_stop():
+        ends = [e for e in host.log.events if e["type"] == "turn/end"]
+        first.on_events(host.session, ends, False, lambda: host, cfg, store)
+        await first.drained(SESSION, 5)
+        for queue in first.queues.values():
+            queue.cancel()
+
+    asyncio.run(asyncio.wait_for(until_the_stop(), 10))
+    return started
+
+
 def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path, caplog):
     """A previous process finished turn 2 (kept in its sidecar) and gave up on turns 1 and 3;
     after the restart turn 1's job claims 2 and 3: turn 2 lands from its sidecar, and only
     turns 1 and 3 go to the worker."""
     host, store = backlog_host(), ResultStore(tmp_path / "dsh-home")
-    first = EngineHarness().turns
-    cfg1 = config(batchTurns=1, workerAttempts=1)
-    started = attach_workers(host, first, [WorkerScript([]), WorkerScript([fold(2, prefix=False), FINISH]),
-                                           WorkerScript([])])
-
-    async def before_the_stop():
-        ends = [e for e in host.log.events if e["type"] == "turn/end"]
-        first.on_events(host.session, ends, False, lambda: host, cfg1, store)
-        await first.drained(SESSION, 5)
-        for queue in first.queues.values():
-            queue.cancel()
-
+    started = before_a_restart(host, store, [WorkerScript([]), WorkerScript([fold(2, prefix=False), FINISH]),
+                                             WorkerScript([])])
     run_ = lambda coro: asyncio.run(asyncio.wait_for(coro, 10))  # noqa: E731
-    run_(before_the_stop())
     assert len(started) == 3 and store.turns(SESSION) == [2]
     assert marks(host) == [("pending", 1), ("pending", 2), ("pending", 3)]
 
@@ -251,19 +257,7 @@ def test_a_batch_led_by_a_restored_turn_starts_with_a_fork_and_the_restored_turn
     after the restart turn 1's job leads the batch: turns 2 and 3 get a fork (their first
     worker), and turn 1 lands with the one worker that compressed it, not the batch's."""
     host, store = backlog_host(), ResultStore(tmp_path / "dsh-home")
-    first = EngineHarness().turns
-    cfg1 = config(batchTurns=1, workerAttempts=1)
-    attach_workers(host, first, [WorkerScript([fold(1, prefix=False), FINISH]), WorkerScript([]), WorkerScript([])])
-
-    async def before_the_stop():
-        ends = [e for e in host.log.events if e["type"] == "turn/end"]
-        first.on_events(host.session, ends, False, lambda: host, cfg1, store)
-        await first.drained(SESSION, 5)
-        for queue in first.queues.values():
-            queue.cancel()
-
-    run_ = lambda coro: asyncio.run(asyncio.wait_for(coro, 10))  # noqa: E731
-    run_(before_the_stop())
+    before_a_restart(host, store, [WorkerScript([fold(1, prefix=False), FINISH]), WorkerScript([]), WorkerScript([])])
     assert store.turns(SESSION) == [1]
 
     second, cfg = EngineHarness().turns, config()
@@ -274,7 +268,7 @@ def test_a_batch_led_by_a_restored_turn_starts_with_a_fork_and_the_restored_turn
         await second.drained(SESSION, 5)
         await next_turn_prestep(host, second, cfg, TURNS + 1)
 
-    run_(after_the_restart())
+    asyncio.run(asyncio.wait_for(after_the_restart(), 10))
     assert [w["mode"] for w in again] == ["fork"]
     provenance = {m[1]: e["data"]["source"]["workerModes"] for e in host.log.events
                   if (m := marker_of(e)) is not None and m[0] == "compression"}

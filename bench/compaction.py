@@ -9,8 +9,8 @@ an open turn), each at exactly its pressure threshold, compacted once.
   before and after the compaction, and what the checkpoint itself costs;
 - **one automatic compaction end to end**: `CompactionService.pre_step` on the in-memory host
   (`tests/unit/fake_host.py`, which checks every append with the surface model and forwards
-  it to the engine's mirror as JSON), with the meter refusing the session (so the engine
-  prices the surface itself), instant scripted workers that call the real session tools
+  it to the engine's mirror as JSON), a meter that answers with the surface's heuristic
+  price, instant scripted workers that call the real session tools
   through the worker registry, and the whole commit;
 - **where the time goes**: the same work step by step on a fresh log (measure, selection,
   landing compaction/start, segmentation, the workers' tool calls and prompts, checkpoint
@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import gc
 import json
-import logging
 import random
 import re
 import statistics
@@ -146,15 +145,18 @@ def scripted_worker(call: Callable[[str, str, str, Any], Any], requests: list[in
     return run_worker
 
 
-class RefusingMeter:
-    """DSH's token meter refusing the session: the engine prices the canonical surface itself."""
+class SurfaceMeter:
+    """DSH's token meter, answering what its heuristic gives for the current surface (the
+    engine's own pricing stands in for it only when the meter refuses a node a landing wrote)."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: FakeHost) -> None:
+        self.host = host
         self.calls = 0
 
     async def __call__(self, session_id: str) -> dict[str, Any]:
         self.calls += 1
-        return {"error": "bench: meter off"}
+        measure = surface_measure(self.host.session.log)
+        return {"totalTokens": measure.tokens, "nodes": [{"seq": s, "tokens": t} for s, t in measure.nodes.items()]}
 
 
 # -- one automatic compaction, end to end -----------------------------------------------------
@@ -177,7 +179,7 @@ def end_to_end(events: list[dict[str, Any]], open_turn: int) -> dict[str, Any]:
 
     host.apply = timed_apply  # type: ignore[method-assign]
     service = CompactionService(registry)
-    meter = RefusingMeter()
+    meter = SurfaceMeter(host)
     before_tokens = sum(surface_prices(host.session.log).values())
     gc.collect()
     s = time.perf_counter()
@@ -362,7 +364,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help="completed turns per session (default 50,200,1000)")
     ap.add_argument("--json", action="store_true", help="print every number as JSON instead of the table")
     args = ap.parse_args(argv)
-    logging.disable(logging.WARNING)  # the refusing meter makes the engine warn on every measure
     started = time.monotonic()
     try:
         data = run(tuple(int(x) for x in args.sizes.split(",")), args.reps)

@@ -79,43 +79,35 @@ def engine_killed(case: Case) -> Outcome:
                    notes={"killed": dict(killed)}, sidecar_turns=[1, 2, 3, 4])
 
 
-def kill_before_apply(case: Case) -> Outcome:
-    """The engine dies between validating turn 1's landing and the apply call."""
-    case.home.extra_env["TURN_MEMORY_FAULTS"] = "kill-before-apply"
+def engine_fault(case: Case, fault: str, covers: str, first_sleep_ms: int, timeout: int,
+                 engine: dict) -> Outcome:
+    """Three tool turns and a closing turn with the engine-side `fault` injected once."""
+    case.home.extra_env["TURN_MEMORY_FAULTS"] = fault
     fake = case.fake
     fake.responder = lambda r: fold(r) if r.kind == "turn" and is_worker(r) else None
     tasks = [tool_turn(fake, k) for k in range(1, 4)]
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
-    case.run([engine_connected(case.engine_log), tasks[0], {"sleepMs": 1500}, tasks[1], {"sleepMs": 3000}, tasks[2],
-              {"sleepMs": 1500}, "Last task: sum up."],
-             timeout=90, engine_overrides={"engine": {"restartDelayMs": 1000}})
-    return account(case, ["engine killed between validation and apply"], sidecar_turns=[1, 2, 3])
+    case.run([engine_connected(case.engine_log), tasks[0], {"sleepMs": first_sleep_ms}, tasks[1], {"sleepMs": 3000},
+              tasks[2], {"sleepMs": 1500}, "Last task: sum up."], timeout=timeout, engine_overrides={"engine": engine})
+    return account(case, [covers], sidecar_turns=[1, 2, 3])
+
+
+def kill_before_apply(case: Case) -> Outcome:
+    """The engine dies between validating turn 1's landing and the apply call."""
+    return engine_fault(case, "kill-before-apply", "engine killed between validation and apply", 1500, 90,
+                        {"restartDelayMs": 1000})
 
 
 def hang_prestep(case: Case) -> Outcome:
     """The engine's event loop blocks for good at turn 2's first pre-step (pings unanswered)."""
-    case.home.extra_env["TURN_MEMORY_FAULTS"] = "hang-prestep"
-    fake = case.fake
-    fake.responder = lambda r: fold(r) if r.kind == "turn" and is_worker(r) else None
-    tasks = [tool_turn(fake, k) for k in range(1, 4)]
-    fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
-    case.run([engine_connected(case.engine_log), tasks[0], {"sleepMs": 1000}, tasks[1], {"sleepMs": 3000}, tasks[2],
-              {"sleepMs": 1500}, "Last task: sum up."],
-             timeout=120, engine_overrides={"engine": {"restartDelayMs": 500, "recycleAfterTimeouts": 1}})
-    return account(case, ["engine hung during a pre-step"], sidecar_turns=[1, 2, 3])
+    return engine_fault(case, "hang-prestep", "engine hung during a pre-step", 1000, 120,
+                        {"restartDelayMs": 500, "recycleAfterTimeouts": 1})
 
 
 def corrupt_reply(case: Case) -> Outcome:
     """The engine's reply to turn 2's first pre-step goes out unparsable."""
-    case.home.extra_env["TURN_MEMORY_FAULTS"] = "corrupt-reply"
-    fake = case.fake
-    fake.responder = lambda r: fold(r) if r.kind == "turn" and is_worker(r) else None
-    tasks = [tool_turn(fake, k) for k in range(1, 4)]
-    fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
-    case.run([engine_connected(case.engine_log), tasks[0], {"sleepMs": 1000}, tasks[1], {"sleepMs": 3000}, tasks[2],
-              {"sleepMs": 1500}, "Last task: sum up."],
-             timeout=90, engine_overrides={"engine": {"restartDelayMs": 500}})
-    return account(case, ["a corrupted engine reply on the bridge"], sidecar_turns=[1, 2, 3])
+    return engine_fault(case, "corrupt-reply", "a corrupted engine reply on the bridge", 1000, 90,
+                        {"restartDelayMs": 500})
 
 
 def dsh_killed(case: Case) -> Outcome:

@@ -194,6 +194,18 @@ def queued_at(events, call_id) -> int:
     return seq
 
 
+def run_a_handoff(home, fake):
+    """One hand-off turn, then time for its compression and follow-up: (the reloaded log's
+    events, the hand-off call)."""
+    fake.responder = worker()
+    fake.push("turn", *AGENT_TURN, CONTINUED)
+    run = home.run([TASK, {"sleepMs": 4000}, {"waitIdle": True}], timeout=120)
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    _, events = home.session_log(run.session_id)
+    reload(home, events)
+    return events, handoff_call(events)
+
+
 @pytest.mark.xfail(strict=True, reason=(
     "by design (issue12a): a compressed turn lands only inside a later turn (rc8: its landing step belongs to the "
     "open turn; 0.2: structured only inside a step the loop opened), so the follow-up's own turn carries the "
@@ -205,13 +217,7 @@ def test_the_followup_is_queued_only_after_its_turn_landed(home, fake):
     user/message, which comes after any landing in its own turn; what must hold is that the
     follow-up is queued only once the turn has landed (else a refused landing leaves it
     continuing from the raw turn: test_no_followup_continues_a_turn_whose_landing_was_refused)."""
-    fake.responder = worker()
-    fake.push("turn", *AGENT_TURN, CONTINUED)
-    run = home.run([TASK, {"sleepMs": 4000}, {"waitIdle": True}], timeout=120)
-    assert run.returncode == 0, (run.records, run.stderr[-3000:])
-    _, events = home.session_log(run.session_id)
-    reload(home, events)
-    call = handoff_call(events)
+    events, call = run_a_handoff(home, fake)
     (landed,) = [e["seq"] for e in events if marker_of(e) == ("compression", 1)]
     assert landed < queued_at(events, call["data"]["callId"]), "the follow-up was queued before turn 1 landed"
 
@@ -220,13 +226,7 @@ def test_no_followup_continues_a_turn_whose_landing_was_refused(home, fake):
     """The turn's compression finishes but its landing is refused (fault-injected: a plan the
     host would refuse): the turn stays raw, and no automatic continuation runs on it."""
     home.extra_env["TURN_MEMORY_FAULTS"] = "corrupt-turn-plan"
-    fake.responder = worker()
-    fake.push("turn", *AGENT_TURN, CONTINUED)
-    run = home.run([TASK, {"sleepMs": 4000}, {"waitIdle": True}], timeout=120)
-    assert run.returncode == 0, (run.records, run.stderr[-3000:])
-    _, events = home.session_log(run.session_id)
-    reload(home, events)
-    call = handoff_call(events)
+    events, call = run_a_handoff(home, fake)
     assert ("compression", 1) not in [marker_of(e) for e in events]  # the landing was refused
     assert followups(events, call["data"]["callId"]) == ([], [])
     assert not any(CONTINUED in text_of(e["data"]["message"]) for e in events if e["type"] == "assistant/message")

@@ -435,6 +435,14 @@ def taken_in(host: FakeHost) -> list[int]:
             and "continuation" in ((e["data"].get("source") or {}))]
 
 
+def handoff_with_a_folding_worker(dialect):
+    """An ended hand-off turn, a turn service whose one worker folds it, and a dispatcher."""
+    host, call = ended_handoff_host(dialect=dialect)
+    service, config = EngineHarness().turns, cfg()
+    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+    return host, call, service, config, FollowupDispatcher(service)
+
+
 @pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
 @pytest.mark.parametrize("refused", [None, faults.CORRUPT_TURN_PLAN, faults.REFUSE_TURN_LANDING],
                          ids=["lands", "refused-plan", "refused-on-apply"])
@@ -444,10 +452,7 @@ def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeyp
     is deferred to — the follow-up is withheld and its turn ends before any request, instead
     of continuing on the raw turn. (Here the host starts refusing only after the follow-up
     was queued.)"""
-    host, call = ended_handoff_host(dialect=dialect)
-    service, config = EngineHarness().turns, cfg()
-    dispatcher = FollowupDispatcher(service)
-    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+    host, call, service, config, dispatcher = handoff_with_a_folding_worker(dialect)
 
     async def scenario():
         await end_the_turn(host, service, dispatcher, config)
@@ -510,10 +515,7 @@ def test_no_followup_is_queued_for_a_landing_its_turn_would_refuse(dialect, monk
     """The compression is ready but its landing would be refused in the turn the follow-up
     opens (checked as if that turn had started): no follow-up is queued at all."""
     monkeypatch.setenv("TURN_MEMORY_FAULTS", faults.CORRUPT_TURN_PLAN)
-    host, call = ended_handoff_host(dialect=dialect)
-    service, config = EngineHarness().turns, cfg()
-    dispatcher = FollowupDispatcher(service)
-    attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
+    host, call, service, config, dispatcher = handoff_with_a_folding_worker(dialect)
 
     async def scenario():
         await end_the_turn(host, service, dispatcher, config)

@@ -123,7 +123,7 @@ class Engine:
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
                            preStepTimeoutMs=int(wait_s * 1000), bootWait=barrier, publicTools=tools,
                            contextSections=sections,
-                           snapshotSources=[dict(m) for m in dialect.snapshot_sources])
+                           snapshotSources=[dict(m) for m in dialect.snapshot_sources], eventLoop=_loop_name())
 
     # -- messages (routed by DISPATCH, below) --------------------------------------------
     def is_inline(self, method: str) -> bool:
@@ -289,6 +289,13 @@ class Engine:
                 log.error("session %s: resync request failed: %s", session_id, exc)
 
         asyncio.get_running_loop().create_task(ask())
+
+
+def _loop_name() -> str | None:
+    try:
+        return type(asyncio.get_running_loop()).__name__
+    except RuntimeError:  # called outside a loop (unit tests)
+        return None
 
 
 @dataclass(frozen=True)

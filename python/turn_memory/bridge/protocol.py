@@ -105,6 +105,8 @@ class HelloResult(_Model):
     #: how the host's runtime-context snapshot message is sourced ({field: value} matchers):
     #: workers must not see that host scaffolding
     snapshotSources: list[dict[str, str]] = Field(default_factory=list)
+    #: the class of the engine's asyncio loop (`turn-memory doctor` reports it; the shim ignores it)
+    eventLoop: str | None = None
 
 
 class AgentOptions(_Model):

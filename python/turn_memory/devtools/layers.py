@@ -20,7 +20,7 @@ PACKAGE = "turn_memory"
 
 #: rank -> the units on it, lowest first (see README, "Architecture")
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base", {"__init__", "resources", "faults", "config"}),
+    ("base", {"__init__", "resources", "faults", "config", "files"}),
     ("prompts and wire", {"prompts", "bridge"}),
     ("host model (pure)", {"host"}),
     ("runtime state", {"runtime"}),

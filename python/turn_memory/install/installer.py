@@ -23,6 +23,7 @@ from typing import Any
 
 from turn_memory import resources
 from turn_memory.config import config_problems, suggested_sets
+from turn_memory.files import FILES, FileOps
 
 from . import layout as L
 from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
@@ -101,10 +102,9 @@ def read_text(path: Path) -> str | None:
         raise InstallError(f"{path} is not UTF-8 ({err}); DSH reads it as UTF-8, save it as UTF-8 first") from err
 
 
-def write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".turn-memory.tmp")
-    tmp.write_bytes(text.encode("utf-8"))
-    os.replace(tmp, path)
+def write_text(path: Path, text: str, files: FileOps = FILES) -> None:
+    """Whole or not at all; on Windows retried while a scanner or editor holds the file open."""
+    files.write(path, text.encode("utf-8"))
 
 
 class Backups:
@@ -506,9 +506,9 @@ def _uninstall(ctx: Context) -> int:
         if result.returncode == 0:
             ctx.say(f"  dsh plugin --profile {paths.name} remove {L.OUR_PACKAGE}: ok")
             for tgz in sorted(paths.tarball_dir.glob(f"{L.OUR_PACKAGE}-*.tgz")):
-                tgz.unlink()
+                FILES.unlink(tgz)
                 ctx.say(f"  deleted {tgz}")
-            (paths.tarball_dir / L.DECLARED_CACHE).unlink(missing_ok=True)
+            FILES.unlink(paths.tarball_dir / L.DECLARED_CACHE, missing_ok=True)
             if paths.tarball_dir.is_dir() and not any(paths.tarball_dir.iterdir()):
                 paths.tarball_dir.rmdir()
         else:

@@ -19,6 +19,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from turn_memory.files import FILES
+
 # npm pack stamps every entry with this date (1985-10-26T08:15:00Z) for reproducibility.
 NPM_EPOCH = 499162500
 EXPECTED_NAME = "dsh-turn-memory"
@@ -87,9 +89,7 @@ def pack_shim(shim_dir: Path, out_dir: Path) -> PackResult:
     path = out_dir / f"{manifest['name']}-{manifest['version']}.tgz"
     unchanged = path.is_file() and path.read_bytes() == data
     if not unchanged:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
+        FILES.write(path, data)
     return PackResult(path, manifest["name"], manifest["version"], tuple(files), hashlib.sha256(data).hexdigest(), unchanged)
 
 

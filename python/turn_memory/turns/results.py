@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from turn_memory.files import FILES, FileOps
 from turn_memory.host.surface import SessionLog
 
 log = logging.getLogger("turn_memory.turns")
@@ -45,8 +46,10 @@ def span_digest(log_: SessionLog, positions: Sequence[int]) -> str:
 class ResultStore:
     """The sidecar files of one DSH home."""
 
-    def __init__(self, dsh_home: str | os.PathLike[str]) -> None:
+    def __init__(self, dsh_home: str | os.PathLike[str], files: FileOps = FILES) -> None:
         self.root = Path(dsh_home) / "turn-memory" / "results"
+        #: replace and delete, retried while Windows refuses them for a file another process has open
+        self.files = files
 
     def _dir(self, session_id: str) -> Path:
         # DSH's own session-directory escape; imported here: the log reader pulls in zstd,
@@ -61,19 +64,14 @@ class ResultStore:
     def save(self, session_id: str, turn: int, record: dict[str, Any]) -> bool:
         """Write the record atomically; False (logged) when the home is not writable."""
         path = self.path(session_id, turn)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        data = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as out:
-                json.dump(record, out, ensure_ascii=False, separators=(",", ":"))
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)  # whole file or none: a reader never sees half of it
+            self.files.write(path, data, fsync=True)  # whole file or none: a reader never sees half of it
             return True
         except OSError as exc:
             log.warning("session %s turn %d: could not keep the finished compression in %s (%s); a restart before "
                         "it lands redoes the turn", session_id, turn, path, exc)
-            tmp.unlink(missing_ok=True)
             return False
 
     def load(self, session_id: str, turn: int) -> dict[str, Any] | None:
@@ -93,7 +91,7 @@ class ResultStore:
     def delete(self, session_id: str, turn: int, why: str | None = None) -> None:
         path = self.path(session_id, turn)
         try:
-            path.unlink()
+            self.files.unlink(path)
         except FileNotFoundError:
             return
         except OSError as exc:

@@ -2,6 +2,11 @@
 // when it dies. ipc sockets live in a fresh 0700 directory; where ipc is unavailable
 // (Windows) the engine binds tcp on 127.0.0.1 with a random port. Either way the engine
 // only accepts a client that presents the per-run secret in its handshake.
+//
+// Stopping needs no POSIX signal: the engine exits when its stdin closes (and on its own a
+// few seconds later if it hangs). Node closes the child's stdin once the child exits, so a
+// kill (TerminateProcess on Windows) of a launcher (a venv's python.exe, a pip entry point)
+// also stops the Python it started, which the kill itself may not reach.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,6 +28,7 @@ export class EngineProcess {
    * @param opts.transport 'auto' | 'ipc' | 'tcp'
    * @param opts.onReady (endpoint, secret) => void
    * @param opts.onExit (description) => void
+   * @param opts.removeDir (dir) => void, removes the ipc socket's directory (tests replace it)
    */
   constructor(opts) {
     this.opts = opts;
@@ -120,6 +126,14 @@ export class EngineProcess {
       child.once('exit', () => process.removeListener('exit', kill));
       setTimeout(kill, 2000).unref?.();
     }
-    if (this.#dir) rmSync(this.#dir, { recursive: true, force: true });
+    if (this.#dir) {
+      try {
+        (this.opts.removeDir ?? ((dir) => rmSync(dir, { recursive: true, force: true })))(this.#dir);
+      } catch (error) {
+        // Windows refuses to delete a socket file the exiting engine still holds; the OS
+        // temp dir is cleaned up later, and stop() (DSH unloading the plugin) must not throw
+        this.opts.logger.warn(`turn-memory engine: could not remove ${this.#dir}: ${error.message}`);
+      }
+    }
   }
 }

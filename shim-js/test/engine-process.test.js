@@ -2,9 +2,9 @@
 // off until a handshake succeeds), kills a hung one on request, and stops for good on stop().
 // The engine here is fixtures/fake-engine.mjs, run by this very node.
 import assert from 'node:assert/strict';
-import { existsSync, statSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, extname, join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -14,16 +14,21 @@ import { EngineProcess } from '../lib/engine-process.js';
 const FAKE_ENGINE = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'fake-engine.mjs');
 
 /** An EngineProcess running the fake engine in `mode`, with everything it reports recorded. */
-function engineProcess(t, mode, { restartDelayMs = 20, transport = 'ipc', command, onReady } = {}) {
-  const seen = { ready: [], exits: [], delays: [], warnings: [], engines: [] };
+function engineProcess(t, mode, { restartDelayMs = 20, transport = 'ipc', command, onReady, removeDir } = {}) {
+  const seen = { ready: [], exits: [], delays: [], warnings: [], engines: [], argv: [], launchers: [] };
   const proc = new EngineProcess({
     command: command ?? [process.execPath, FAKE_ENGINE, mode],
     transport,
     restartDelayMs,
+    removeDir,
     logger: {
       info(line) {
         const found = /^fake engine pid=(\d+) secret=(\S*)$/.exec(line);
         if (found) seen.engines.push({ pid: Number(found[1]), secret: found[2] });
+        const argv = /^fake engine argv=(.*)$/.exec(line);
+        if (argv) seen.argv.push(JSON.parse(argv[1]));
+        const launcher = /^fake launcher pid=(\d+) child=(\d+)$/.exec(line);
+        if (launcher) seen.launchers.push({ pid: Number(launcher[1]), child: Number(launcher[2]) });
       },
       warn(line) {
         seen.warnings.push(line);
@@ -64,12 +69,13 @@ describe('EngineProcess', () => {
     proc.start();
     await until(() => seen.ready.length === 1 && seen.engines.length === 1, 'READY');
     const [{ endpoint, secret }] = seen.ready;
-    const found = /^ipc:\/\/(.+)\/engine-(\d+)\.sock$/.exec(endpoint);
-    assert.ok(found, endpoint);
-    assert.equal(Number(found[2]), process.pid);
-    const dir = found[1];
+    assert.ok(endpoint.startsWith('ipc://'), endpoint);
+    const socket = endpoint.slice('ipc://'.length); // a native path: backslashes on Windows
+    assert.equal(basename(socket), `engine-${process.pid}.sock`);
+    const dir = dirname(socket);
     assert.equal(dirname(dir), tmpdir());
-    assert.equal(statSync(dir).mode & 0o777, 0o700);
+    // Windows has no mode bits: there the user's own temp folder's ACL keeps others out
+    if (process.platform !== 'win32') assert.equal(statSync(dir).mode & 0o777, 0o700);
     assert.match(secret, /^[0-9a-f]{48}$/);
     assert.equal(seen.engines[0].secret, secret, 'the secret the engine was given is the one onReady reports');
     assert.equal(proc.alive, true);
@@ -188,6 +194,59 @@ describe('EngineProcess', () => {
     assert.ok(Date.now() - stopped < 4000);
     assert.deepEqual(seen.ready, [], 'its READY (at 300 ms) opened nothing');
     assert.deepEqual(seen.exits, []);
+  });
+
+  test('an engine command with spaces, quotes and non-ASCII characters reaches the engine exactly', async (t) => {
+    // what `turn-memory install` records on Windows, e.g. C:\Users\张伟\My Envs\tm\Scripts\python.exe
+    const dir = mkdtempSync(join(tmpdir(), 'tm engine ü 张伟 '));
+    const exe = join(dir, `node runtime ü${extname(process.execPath)}`);
+    try {
+      // Windows cannot delete a link to the image of a running process (this very node): copy there
+      if (process.platform === 'win32') throw new Error('copy');
+      linkSync(process.execPath, exe);
+    } catch {
+      copyFileSync(process.execPath, exe);
+    }
+    const script = join(dir, 'fake engine 引擎.mjs');
+    copyFileSync(FAKE_ENGINE, script);
+    const extra = ['C:\\Program Files\\Python 3.12\\', 'say "hi" ü 张伟', ''];
+    const { proc, seen } = engineProcess(t, 'serve', { command: [exe, script, 'serve', ...extra] });
+    proc.start();
+    await until(() => seen.ready.length === 1 && seen.argv.length === 1 && seen.engines.length === 1, 'READY');
+    assert.deepEqual(seen.argv[0], extra);
+    proc.stop();
+    // Windows cannot delete the executable of a running process
+    await until(() => !running(seen.engines[0].pid), 'the engine to exit', 5000);
+    rmSync(dir, { recursive: true, force: true, maxRetries: 5 });
+  });
+
+  test('recycle() also stops an engine a launcher started: its stdin closes, no signal reaches it', async (t) => {
+    // a venv's python.exe on Windows starts the real interpreter as its child
+    const { proc, seen } = engineProcess(t, 'launch');
+    proc.start();
+    await until(() => seen.ready.length === 1 && seen.engines.length === 1 && seen.launchers.length === 1, 'READY');
+    const [{ pid: engine }] = seen.engines;
+    assert.equal(seen.launchers[0].child, engine);
+    proc.recycle('stopped answering (turn.preStep)');
+    await until(() => !running(engine), 'the launched engine to exit', 5000);
+    await until(() => seen.engines.length === 2 && seen.ready.length === 2, 'the restarted engine');
+    assert.equal(running(seen.launchers[0].pid), false);
+  });
+
+  test('stop() does not throw when the socket directory cannot be removed (a file the engine still holds on Windows)', async (t) => {
+    const removed = [];
+    const { proc, seen } = engineProcess(t, 'serve', {
+      removeDir: (dir) => {
+        removed.push(dir);
+        throw Object.assign(new Error(`EBUSY: resource busy or locked, rmdir '${dir}'`), { code: 'EBUSY' });
+      },
+    });
+    proc.start();
+    await until(() => seen.ready.length === 1, 'READY');
+    proc.stop();
+    assert.equal(removed.length, 1);
+    assert.deepEqual(seen.warnings, [`turn-memory engine: could not remove ${removed[0]}: EBUSY: resource busy or locked, rmdir '${removed[0]}'`]);
+    rmSync(removed[0], { recursive: true, force: true });
   });
 
   test('a command that cannot be started is retried with the backoff', async (t) => {

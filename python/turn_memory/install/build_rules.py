@@ -7,6 +7,9 @@ native addon, and zeromq 6 ships prebuilt addons for every platform DSH supports
 we add is `zeromq: false` — "known, do not run" — not a permission: the profile's other build
 rules are left exactly as they are, and a choice the user already made for zeromq is kept.
 pnpm 10 (DSH 0.1.0-rc.8) never runs dependency builds by default and ignores the key.
+A workspace file saved on Windows keeps its CRLF line ends and a UTF-8 byte order mark: the
+key is found through both (missing it would add a second `allowBuilds:`, a duplicate key
+pnpm refuses), and the rule is written with the file's own line end.
 """
 
 from __future__ import annotations
@@ -14,22 +17,26 @@ from __future__ import annotations
 import re
 
 PACKAGE = "zeromq"
-_KEY = re.compile(r"^allowBuilds:[ \t]*(#.*)?$", re.M)
+BOM = "\ufeff"
+_KEY = re.compile(r"^allowBuilds:[ \t]*(#[^\r\n]*)?(?=\r?$)", re.M)
 _FLOW = re.compile(r"^allowBuilds:[ \t]*\{", re.M)
 
 
 def with_zeromq_rule(text: str | None) -> str | None:
     """The workspace text with our rule added, or None when nothing needs to change."""
     text = text or ""
+    bom = BOM if text.startswith(BOM) else ""
+    text = text[len(bom):]
+    nl = "\r\n" if "\r\n" in text else "\n"
     if re.search(rf"^[ \t]+['\"]?{PACKAGE}['\"]?[ \t]*:", _section(text), re.M):
         return None  # the user (or an earlier install) already decided for zeromq
     if _FLOW.search(text):
-        return _FLOW.sub(f"allowBuilds: {{ {PACKAGE}: false,", text, count=1)
+        return bom + _FLOW.sub(f"allowBuilds: {{ {PACKAGE}: false,", text, count=1)
     key = _KEY.search(text)
     if key:
-        return text[: key.end()] + f"\n  {PACKAGE}: false" + text[key.end():]
-    sep = "" if not text or text.endswith("\n") else "\n"
-    return f"{text}{sep}allowBuilds:\n  {PACKAGE}: false\n"
+        return bom + text[: key.end()] + f"{nl}  {PACKAGE}: false" + text[key.end():]
+    sep = "" if not text or text.endswith("\n") else nl
+    return f"{bom}{text}{sep}allowBuilds:{nl}  {PACKAGE}: false{nl}"
 
 
 def _section(text: str) -> str:

@@ -169,13 +169,14 @@ class PluginState:
 def plugin_state(paths: ProfilePaths) -> PluginState:
     spec = None
     try:
-        manifest = json.loads(paths.package_json.read_text(encoding="utf-8"))
+        # utf-8-sig: a manifest saved as "UTF-8 with BOM" (Windows editors) still reads
+        manifest = json.loads(paths.package_json.read_text(encoding="utf-8-sig"))
         spec = (manifest.get("dependencies") or {}).get(L.OUR_PACKAGE)
     except (OSError, ValueError):
         pass
     version = None
     try:
-        installed = json.loads((paths.dir / "node_modules" / L.OUR_PACKAGE / "package.json").read_text(encoding="utf-8"))
+        installed = json.loads((paths.dir / "node_modules" / L.OUR_PACKAGE / "package.json").read_text(encoding="utf-8-sig"))
         version = installed.get("version")
     except (OSError, ValueError):
         pass

@@ -10,6 +10,10 @@ cut out again verbatim. Two details keep the file a valid YAML list:
   (DSH refuses a patch file that is not a list).
 * A non-empty flow list, an indented list or a non-list is refused with a
   message instead of being rewritten.
+
+Files edited on Windows keep what the editor gave them: CRLF line ends (the block is
+written with the file's own), and a UTF-8 byte order mark (Notepad's "UTF-8 with BOM"),
+which is set aside before any line is matched and put back in front.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from .patchyaml import DshLoader, canonical, dump, load
 
 BEGIN = "# >>> turn-memory managed block"
 END = "# <<< turn-memory managed block"
+BOM = "\ufeff"
 
 
 class PatchFileError(Exception):
@@ -33,8 +38,19 @@ def newline_of(text: str) -> str:
     return "\r\n" if "\r\n" in text else "\n"
 
 
+def _split_bom(text: str) -> tuple[str, str]:
+    """(the byte order mark or '', the text after it)."""
+    return (BOM, text[1:]) if text.startswith(BOM) else ("", text)
+
+
 def split_block(text: str) -> tuple[str, str | None]:
     """(text without the managed block, the block's lines or None)."""
+    bom, text = _split_bom(text)
+    user_text, block = _split_body(text)
+    return bom + user_text, block
+
+
+def _split_body(text: str) -> tuple[str, str | None]:
     lines = text.splitlines(keepends=True)
     begins = [i for i, line in enumerate(lines) if line.rstrip("\r\n").startswith(BEGIN)]
     if not begins:
@@ -106,19 +122,21 @@ def render_block(header: Sequence[str], entries: list[dict[str, Any]], nl: str =
 
 def with_block(text: str, block_lines: Sequence[str], entries: list[dict[str, Any]]) -> str:
     """The file with any previous block removed and a freshly rendered one appended."""
-    user_text, _ = split_block(text)
+    bom, text = _split_bom(text)
+    user_text, _ = _split_body(text)
     mine = user_entries(user_text)
     nl = newline_of(text)
     new = _prepare_user_text(user_text) + render_block(block_lines, entries, nl)
     # The result must parse to exactly the user's entries followed by ours.
     if canonical(load(new)) != canonical(mine + entries):
         raise PatchFileError("internal: the rendered patch file does not parse back to user entries + managed block")
-    return new
+    return bom + new
 
 
 def remove_block(text: str) -> str:
     """The file without the managed block (`[]` restored if no entry is left)."""
-    user_text, block = split_block(text)
+    bom, body = _split_bom(text)
+    user_text, block = _split_body(body)
     if block is None:
         return text
     if _root_node(user_text) is None:
@@ -126,4 +144,4 @@ def remove_block(text: str) -> str:
         if user_text and not user_text.endswith("\n"):
             user_text += nl
         user_text += "[]" + nl
-    return user_text
+    return bom + user_text

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PureWindowsPath
 
-DESKTOP_WRAPPER_PARTS = ("resources", "runtime", "cli", "bin", "dsh.cmd")
+from .desktop import DESKTOP_WRAPPER_PARTS, DesktopNotFound, find_desktop
 
 
 class LocateError(Exception):
@@ -45,7 +45,10 @@ def resolve_home(explicit: str | None, env: Mapping[str, str], desktop: str | No
     if explicit:
         return expand_home_path(explicit).resolve()
     if desktop:
-        return (expand_home_path(desktop) / "home").resolve()
+        try:
+            return Path(find_desktop(str(expand_home_path(desktop))).home).resolve()
+        except DesktopNotFound:  # resolve_dsh says why, with the fix
+            return (expand_home_path(desktop) / "home").resolve()
     from_env = env.get("DSH_HOME")
     if from_env is not None and from_env.strip():
         return expand_home_path(from_env).resolve()
@@ -85,9 +88,10 @@ def resolve_dsh(
             raise LocateError(f"--dsh {explicit}: no such file or command")
         return DshLocation(Path(found).absolute(), "--dsh")
     if desktop:
-        wrapper = Path(desktop_wrapper(expand_home_path(desktop)))
-        if not wrapper.is_file():
-            raise LocateError(f"--desktop {desktop}: no CLI wrapper at {wrapper}")
+        try:
+            wrapper = Path(find_desktop(str(expand_home_path(desktop))).wrapper)
+        except DesktopNotFound as err:
+            raise LocateError(str(err)) from err
         return DshLocation(wrapper.absolute(), "--desktop")
     wrapper = Path(desktop_wrapper_from_home(home))
     if wrapper.is_file():

@@ -169,14 +169,13 @@ class PluginState:
 def plugin_state(paths: ProfilePaths) -> PluginState:
     spec = None
     try:
-        # utf-8-sig: a manifest saved as "UTF-8 with BOM" (Windows editors) still reads
-        manifest = json.loads(paths.package_json.read_text(encoding="utf-8-sig"))
+        manifest = json.loads(paths.package_json.read_text(encoding="utf-8"))
         spec = (manifest.get("dependencies") or {}).get(L.OUR_PACKAGE)
     except (OSError, ValueError):
         pass
     version = None
     try:
-        installed = json.loads((paths.dir / "node_modules" / L.OUR_PACKAGE / "package.json").read_text(encoding="utf-8-sig"))
+        installed = json.loads((paths.dir / "node_modules" / L.OUR_PACKAGE / "package.json").read_text(encoding="utf-8"))
         version = installed.get("version")
     except (OSError, ValueError):
         pass
@@ -251,6 +250,19 @@ def _ensure_profile(ctx: Context) -> None:
         raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
 
 
+def refuse_manifest_bom(paths: ProfilePaths) -> None:
+    """DSH reads the profile's package.json with JSON.parse, which a UTF-8 byte order mark
+    (Windows editors' "UTF-8 with BOM") breaks: say so before anything runs."""
+    try:
+        with open(paths.package_json, "rb") as manifest:
+            head = manifest.read(3)
+    except OSError:
+        return
+    if head == b"\xef\xbb\xbf":
+        raise InstallError(f"{paths.package_json} starts with a UTF-8 byte order mark, which DSH cannot read "
+                           "(JSON.parse); save it as UTF-8 without BOM and run this again; nothing was changed")
+
+
 def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
     return (
         pack.unchanged
@@ -278,6 +290,7 @@ def _install(ctx: Context) -> int:
     row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
     check_row_config(row["config"], paths.name)  # before anything, even creating the profile
     _ensure_profile(ctx)
+    refuse_manifest_bom(paths)
     shim_dir = opts.shim_dir or resources.shim_dir()
     text0 = read_text(paths.patch_file)
     user_text, old_block = split_block(text0 or "")
@@ -478,6 +491,7 @@ def _uninstall(ctx: Context) -> int:
     if not paths.package_json.exists():
         ctx.say(f"  profile {paths.name!r} does not exist: nothing to uninstall")
         return 0
+    refuse_manifest_bom(paths)
     text0 = read_text(paths.patch_file)
     user_text, block = split_block(text0 or "")
     state = plugin_state(paths)

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,22 +50,26 @@ def _read_ready(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
 
 
 def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[str, Mapping[str, Any]] | None = None,
-                 timeout_s: float = 20.0) -> list[Finding]:
+                 timeout_s: float = 20.0, platform: str = sys.platform,
+                 on_hello: Callable[[dict[str, Any]], None] | None = None) -> list[Finding]:
     """Start `command` once; ping it; hand it each profile's row config as the shim would.
 
     Returns the round-trip finding, then one `profile NAME: config` finding per entry of
     `configs` (profile -> the row's config from `dsh --dump-config`): the engine's own
-    verdict on that config, a refusal with the key and its fix.
+    verdict on that config, a refusal with the key and its fix. `on_hello` gets the first
+    handshake's result (what the engine reports about itself, e.g. its event loop).
     """
     import zmq  # only here: the rest of doctor does not need it
 
     tmp = Path(tempfile.mkdtemp(prefix="tm-doctor-"))
-    endpoint = "tcp://127.0.0.1:*" if sys.platform == "win32" else f"ipc://{tmp / 'engine.sock'}"
+    endpoint = "tcp://127.0.0.1:*" if platform == "win32" else f"ipc://{tmp / 'engine.sock'}"
     secret = secrets.token_hex(24)
     started = time.monotonic()
     try:
+        # the engine writes UTF-8 whatever the console code page (serve.utf8_stdio)
         proc = subprocess.Popen([*command, "--endpoint", endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env={**os.environ, "TURN_MEMORY_SECRET": secret})
+                                stderr=subprocess.PIPE, encoding="utf-8", errors="replace",
+                                env={**os.environ, "TURN_MEMORY_SECRET": secret})
     except OSError as exc:
         return [fail(label, f"cannot start {command[0]}: {exc}", fix)]
     sockets: list[Any] = []
@@ -92,6 +96,8 @@ def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[s
         first = hello({})
         if "error" in first:
             return [fail(label, f"handshake refused: {first['error'].get('message', first['error'])}", fix)]
+        if on_hello is not None:
+            on_hello(first.get("result") or {})
         t0 = time.perf_counter()
         pong = _call(sockets[0], "p1", "ping", {"echo": "doctor"})
         rtt_ms = (time.perf_counter() - t0) * 1000

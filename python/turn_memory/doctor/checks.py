@@ -152,11 +152,11 @@ def _tail(path: Path, count: int) -> list[str]:
         return f.read().decode("utf-8", errors="replace").splitlines()[-count:]
 
 
-def running_engines(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
-    """(pid, command line) of `turn_memory serve` processes (Linux /proc; elsewhere: none found)."""
+def running_engines(proc: Path = Path("/proc")) -> list[tuple[int, str]] | None:
+    """(pid, command line) of `turn_memory serve` processes (Linux /proc; None: no /proc to read)."""
     found: list[tuple[int, str]] = []
     if not proc.is_dir():
-        return found
+        return None
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -170,7 +170,9 @@ def running_engines(proc: Path = Path("/proc")) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def check_processes(engines: list[tuple[int, str]]) -> Finding:
+def check_processes(engines: list[tuple[int, str]] | None) -> Finding:
+    if engines is None:  # Windows, macOS
+        return ok("engine processes", "not listed on this OS (doctor reads Linux's /proc)")
     if not engines:
         return ok("engine processes", "none running (DSH starts one per process, with its first session)")
     listed = "; ".join(f"pid {pid}: {cmd[:160]}" for pid, cmd in engines[:5])

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from turn_memory.doctor.checks import (
     engine_command,
     running_engines,
 )
+from turn_memory.doctor import windows
 from turn_memory.doctor.findings import Finding, fail
 from turn_memory.install.installer import default_engine_command
 from turn_memory.install.profile import (
@@ -30,6 +32,7 @@ from turn_memory.install.profile import (
     ProfilePaths,
     Runner,
     default_runner,
+    desktop_wrapper_from_home,
     resolve_dsh,
     resolve_home,
 )
@@ -54,7 +57,7 @@ def _run_plain(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
 
 def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, dsh_path: str | None,
              env: Mapping[str, str] | None = None, runner: Runner | None = None,
-             bridge: bool = True) -> tuple[Path, list[Finding]]:
+             bridge: bool = True, platform: str = sys.platform) -> tuple[Path, list[Finding]]:
     env = dict(os.environ if env is None else env)
     home = resolve_home(dsh_home, env, desktop)
     findings: list[Finding] = [check_node(_run_plain(env))]
@@ -72,6 +75,7 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
                              "turn-memory install --profile headless  (or the profile you use)"))
     command: list[str] | None = None
     configs: dict[str, dict[str, Any]] = {}
+    rows: dict[str, dict[str, Any]] = {}  # every profile's row config, for the Windows lines
     for name in names:
         if dsh is None:
             findings.append(fail(f"profile {name}", "cannot ask DSH for the composed profile without a dsh",
@@ -81,6 +85,7 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
         findings += profile_findings
         if config is None:
             continue
+        rows[name] = config
         command_finding = check_engine_command(config, name)
         findings += [command_finding, check_engine_log(config, name)]
         if command_finding.status == "ok":
@@ -88,15 +93,32 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
             # the handshake with exactly this config: a profile with another engine command gets it too,
             # from this command's engine, which judges it by the same model
             configs[name] = config
+    hello: dict[str, Any] = {}
     if bridge:
         if command is None:  # still tell the user whether this install's engine works at all
             command = default_engine_command()
         target = names[0] if len(names) == 1 else "NAME"
         findings += check_bridge(command, "bridge round trip", "pip install --force-reinstall turn-memory in the "
                                  f"Python of the engine command, then turn-memory install --profile {target}",
-                                 configs=configs)
+                                 configs=configs, platform=platform, on_hello=hello.update)
+    if platform == "win32":
+        findings += _windows_findings(home, dsh, names, rows, hello.get("eventLoop"), bridge)
     findings.append(check_processes(running_engines()))
     return home, findings
+
+
+def _windows_findings(home: Path, dsh: Dsh | None, names: list[str], rows: Mapping[str, Mapping[str, Any]],
+                      loop: str | None, bridge: bool) -> list[Finding]:
+    found = [windows.desktop_home(home, Path(desktop_wrapper_from_home(home)).is_file(), names)]
+    if dsh is not None:
+        found.append(windows.dsh_wrapper(dsh.location, names))
+    for name, config in rows.items():
+        found.append(windows.transport(name, config))
+        batch = windows.engine_command(name, engine_command(config))
+        if batch is not None:
+            found.append(batch)
+    found.append(windows.event_loop(loop, bridge))
+    return found
 
 
 def print_findings(home: Path, findings: list[Finding]) -> None:

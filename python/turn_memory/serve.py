@@ -142,10 +142,17 @@ def run(args: argparse.Namespace) -> int:
     utf8_stdio(sys.stdout, sys.stderr)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if args.log_file:
-        Path(args.log_file).parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(args.log_file, encoding="utf-8")
-        file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        handlers.append(file_handler)
+        # `~`: the shim starts the engine without a shell, so nothing else expands it (doctor reads it expanded)
+        log_file = Path(args.log_file).expanduser()
+        try:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            file_handler = logging.FileHandler(log_file, encoding="utf-8")
+        except OSError as exc:  # an engine that cannot start would leave DSH without turn-memory
+            print(f"turn-memory serve: cannot write the engine log to {log_file} ({exc}); logging to DSH's log only",
+                  file=sys.stderr, flush=True)
+        else:
+            file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            handlers.append(file_handler)
     handlers[0].setFormatter(logging.Formatter("turn-memory %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), handlers=handlers)
     secret = os.environ.get("TURN_MEMORY_SECRET")

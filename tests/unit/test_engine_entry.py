@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import os
+import subprocess
 import sys
 import threading
 import warnings
+from pathlib import Path
 
 import pytest
 import zmq
@@ -117,3 +120,34 @@ def test_closed_stdin_stops_the_engine_and_a_hung_one_exits_after_the_grace_peri
     assert exits == [0]
     assert caplog.messages == ["engine still running 0.05 s after its stdin closed (DSH is gone or replaced it); "
                                "exiting now"]
+
+
+def _serve(tmp_path: Path, *args: str) -> tuple[str, str]:
+    """`turn-memory serve ARGS` as the shim runs it (no shell); stopped by closing its stdin."""
+    env = {**os.environ, "TURN_MEMORY_SECRET": "s", "HOME": str(tmp_path), "USERPROFILE": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "turn_memory", "serve", "--transport", "tcp", *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=tmp_path / "cwd", encoding="utf-8")
+    assert proc.stdout is not None and proc.stdin is not None
+    ready = proc.stdout.readline()
+    proc.stdin.close()
+    assert proc.wait(timeout=20) == 0
+    return ready, proc.stderr.read() if proc.stderr else ""
+
+
+def test_a_log_file_under_the_users_home_is_written_there_not_in_a_folder_named_tilde(tmp_path):
+    (tmp_path / "cwd").mkdir()
+    ready, _ = _serve(tmp_path, "--log-file", "~/.dsh/turn-memory-engine.log")
+    assert ready.startswith("TURN_MEMORY_READY tcp://127.0.0.1:")
+    log = (tmp_path / ".dsh" / "turn-memory-engine.log").read_text(encoding="utf-8")
+    assert f"engine listening on {ready.split()[1]} (pid " in log and "SelectorEventLoop)" in log
+    assert not (tmp_path / "cwd" / "~").exists()
+
+
+def test_a_log_file_that_cannot_be_written_leaves_the_engine_running(tmp_path):
+    (tmp_path / "cwd").mkdir()
+    (tmp_path / "taken").write_text("a file where the log's folder would be")
+    ready, err = _serve(tmp_path, "--log-file", str(tmp_path / "taken" / "engine.log"))
+    assert ready.startswith("TURN_MEMORY_READY tcp://127.0.0.1:")
+    assert err.startswith(f"turn-memory serve: cannot write the engine log to {tmp_path / 'taken' / 'engine.log'} (")
+    assert "logging to DSH's log only\n" in err

@@ -7,7 +7,7 @@
 // the handshake would be missing from the first requests of every DSH start (the engine
 // boots in ~1 s). The last handshake's declarations are therefore kept in a small cache in
 // the DSH home and registered at once; each handshake re-registers whatever changed.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -82,16 +82,22 @@ function readJson(file) {
   }
 }
 
-function writeJson(file, value) {
+/** Whole file or none (another DSH may read it now); a failure only loses the early registration. */
+export function writeJson(file, value) {
   const text = JSON.stringify(value);
   try {
     if (readFileSync(file, 'utf8') === text) return;
   } catch { /* not there yet */ }
+  const tmp = `${file}.${process.pid}`;
   try {
     mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(`${file}.${process.pid}`, text);
-    renameSync(`${file}.${process.pid}`, file); // whole file or none: another DSH may read it now
-  } catch { /* a read-only home only loses the early registration */ }
+    writeFileSync(tmp, text);
+    renameSync(tmp, file); // Windows refuses it while another process holds the file without share-delete
+  } catch {
+    try {
+      rmSync(tmp, { force: true }); // leave no temporary file behind
+    } catch { /* held open too: nothing more to do */ }
+  }
 }
 
 export function routeOf(agent) {

@@ -20,7 +20,7 @@ from turn_memory.install.build_rules import with_zeromq_rule
 from turn_memory.install.desktop import DesktopNotFound, find_desktop
 from turn_memory.install.installer import install, uninstall
 from turn_memory.install.layout import live_engines
-from turn_memory.install.profile import resolve_dsh, resolve_home
+from turn_memory.install.profile import build_invocation, resolve_dsh, resolve_home
 
 BOM = "\ufeff"
 ROW = {"id": "turn-memory", "name": "dsh-turn-memory", "config": {"engine": {"command": ["py", "serve"]}}}
@@ -178,3 +178,12 @@ def test_install_finds_home_and_wrapper_from_the_desktop_home_folder(desktop_wor
     assert resolve_home(None, {}, given) == (install_dir / "home").resolve()
     found = resolve_dsh(None, given, resolve_home(None, {}, given))
     assert (found.path, found.how, found.is_desktop_wrapper) == (desktop_world.dsh.absolute(), "--desktop", True)
+
+
+def test_the_desktop_wrapper_is_run_through_cmd_even_from_a_folder_cmd_would_split():
+    # cmd.exe acts on & | < > ^ ( ) outside quotes: `D:\R&D\...` unquoted would run `D:\R`
+    wrapper = PureWindowsPath(r"D:\R&D\DeepSeek\resources\runtime\cli\bin\dsh.cmd")
+    line = build_invocation(wrapper, ["plugin", "--profile", "desktop", "add", r"D:\R&D\DeepSeek\home\tm.tgz",
+                                      "C:\\x(1)\\", "a b"], windows=True, comspec=r"C:\Windows\system32\cmd.exe")
+    assert line == (r'"C:\Windows\system32\cmd.exe" /d /s /c ""D:\R&D\DeepSeek\resources\runtime\cli\bin\dsh.cmd" '
+                    r'plugin --profile desktop add "D:\R&D\DeepSeek\home\tm.tgz" "C:\x(1)\\" "a b""')

@@ -19,6 +19,7 @@ Windows: a `.cmd` cannot be exec'd directly; it goes through
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -142,10 +143,23 @@ class ProfilePaths:
 # ---- running dsh -------------------------------------------------------------------------
 
 
+#: characters cmd.exe acts on outside double quotes (list2cmdline quotes only for blanks)
+_CMD_SPECIAL = frozenset("&|<>^()")
+
+
+def _cmd_word(arg: str) -> str:
+    """One argument for the cmd.exe line: quoted as the C runtime reads it, and also whenever
+    cmd itself would act on it (`D:\\R&D\\...` would otherwise run `D:\\R`)."""
+    word = subprocess.list2cmdline([arg])
+    if word.startswith('"') or not _CMD_SPECIAL & set(arg):
+        return word
+    return '"' + re.sub(r"(\\+)$", r"\1\1", arg) + '"'  # a trailing backslash must not escape the quote
+
+
 def build_invocation(exe: PurePath, args: Sequence[str], *, windows: bool, comspec: str = "cmd.exe") -> list[str] | str:
     """argv for subprocess; on Windows a `.cmd`/`.bat` becomes one cmd.exe command line."""
     if windows and exe.suffix.lower() in (".cmd", ".bat"):
-        inner = subprocess.list2cmdline([str(exe), *args])
+        inner = " ".join(_cmd_word(arg) for arg in [str(exe), *args])
         return f'"{comspec}" /d /s /c "{inner}"'
     return [str(exe), *args]
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,22 +287,33 @@ def check_config(data: Any) -> EngineConfig:
     return EngineConfig.model_validate(data if data is not None else {})
 
 
-def suggested_sets(problems: list[ConfigProblem]) -> str:
-    """`--set` options that say what each misspelled key most likely meant ("" if none)."""
+def suggested_sets(problems: list[ConfigProblem]) -> list[str]:
+    """`--set NEAREST=VALUE` options that say what each misspelt key most likely meant."""
     leaves = {k.name for k in config_keys()}
-    return " ".join(f"--set {p.nearest}={_yaml_scalar(p.value)}" for p in problems
-                    if p.nearest in leaves and not isinstance(p.value, (dict, list)))
+    out: list[str] = []
+    for p in problems:
+        if p.nearest in leaves and not isinstance(p.value, (dict, list)):
+            out += ["--set", f"{p.nearest}={_yaml_scalar(p.value)}"]
+    return out
+
+
+def fix_options(problems: list[ConfigProblem]) -> list[str]:
+    """`install` options that fix a row's config: each misspelt key's value under its nearest
+    name, and every bad key removed (`--unset`: back to its default; install keeps the rest)."""
+    unsets: list[str] = []
+    for p in problems:
+        unsets += ["--unset", p.key] if p.key else ["--replace-config"]
+    return suggested_sets(problems) + list(dict.fromkeys(unsets))
 
 
 def config_fix(problems: list[ConfigProblem], profile: str = "NAME") -> str:
     """How to fix the problems: the edit, and the install command that writes a valid config."""
     renames = [p for p in problems if p.nearest]
-    sets = suggested_sets(problems)
     edit = "; ".join(f"rename {p.key} to {p.nearest}" for p in renames) or "correct " + ", ".join(
         p.key or "the config" for p in problems)
-    install = f"turn-memory install --profile {profile}" + (f" {sets}" if sets else " --set KEY=VALUE")
-    return (f"{edit} in the turn-memory row's config (the profile's cordis.patch.yml), or re-run `{install}` "
-            "(install writes the row's whole config from its --set values); `turn-memory config` lists every key")
+    install = shlex.join(["turn-memory", "install", "--profile", profile, *fix_options(problems)])
+    return (f"{edit} in the turn-memory row's config (the profile's cordis.patch.yml), or run `{install}` "
+            "(install keeps the row's other keys); `turn-memory config` lists every key")
 
 
 # ---- the README's table -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from turn_memory.bridge.server import BridgeServer
 from turn_memory.engine import Engine
+from turn_memory.paths import expand_path
 
 READY = "TURN_MEMORY_READY"
 
@@ -63,8 +64,10 @@ async def _serve(endpoint: str, secret: str, watch_stdin: bool) -> None:
 def run(args: argparse.Namespace) -> int:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if args.log_file:
-        Path(args.log_file).parent.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(args.log_file, encoding="utf-8")
+        # the shim passes engine.logFile as an argument: no shell has expanded `~` or $VARS
+        log_file = expand_path(args.log_file)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(log_file, encoding="utf-8")
         file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handlers.append(file_handler)
     handlers[0].setFormatter(logging.Formatter("turn-memory %(levelname)s %(name)s: %(message)s"))
@@ -92,7 +95,7 @@ def add_serve_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--transport", choices=["auto", "ipc", "tcp"], default="auto",
                    help="transport when --endpoint is not given (auto: ipc, tcp on Windows)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-file", help="also append the engine log to this file")
+    p.add_argument("--log-file", help="also append the engine log to this file (`~` and $VARS are expanded)")
     p.add_argument("--no-stdin-watch", action="store_true", help="do not exit when stdin closes")
     p.add_argument("--print-secret", action="store_true", help="generate a secret and print it (manual testing)")
     p.set_defaults(func=run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 
 import pytest
@@ -32,4 +33,12 @@ def test_doctor_on_an_installed_profile_then_after_uninstall(home, tm_cli):
     code, found = doctor(tm_cli, home, "--profile", "tm", "--no-bridge")
     live = found["profile tm: live engine"]
     assert code == 1 and live["status"] == "fail" and "compaction-basic is live" in live["detail"]
-    assert live["fix"] == "turn-memory install --profile tm"
+    assert live["fix"] == shlex.join(["turn-memory", "install", "--profile", "tm", "--dsh-home", str(home.root),
+                                      "--dsh", str(home.runtime.dsh)])
+
+    # the fix works as printed
+    fixed = subprocess.run([tm_cli, *shlex.split(live["fix"])[1:]], cwd=home.workspace, env=home.env(),
+                           capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    code, found = doctor(tm_cli, home, "--profile", "tm", "--no-bridge")
+    assert code == 0 and found["profile tm: live engine"]["status"] == "ok", found

@@ -19,7 +19,9 @@ from turn_memory.doctor.findings import Finding, fail, ok, warn
 from turn_memory.host.dialect import dialect_for_version
 from turn_memory.install.layout import BASIC_ENGINE, OUR_PACKAGE, OUR_ROW_ID, iter_rows
 from turn_memory.install.patchyaml import load_entry_list
-from turn_memory.install.profile import Dsh, DshError, ProcResult, ProfilePaths
+from turn_memory.install.fix_commands import Invocation
+from turn_memory.install.profile import SHIPPED_PROFILES, Dsh, DshError, ProcResult, ProfilePaths, list_profiles
+from turn_memory.paths import expand_path
 
 MIN_NODE = (22, 19)
 NODE_FIX = "install Node >= 22.19 and put it on PATH (DSH needs node:zlib zstd)"
@@ -78,12 +80,12 @@ def our_rows(tree: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return ours, basic
 
 
-def check_profile(dsh: Dsh, paths: ProfilePaths) -> tuple[list[Finding], dict[str, Any] | None]:
+def check_profile(dsh: Dsh, paths: ProfilePaths, inv: Invocation) -> tuple[list[Finding], dict[str, Any] | None]:
     """Our row live and alone in `dsh --profile P --dump-config`; returns our row's config."""
     name, label = paths.name, f"profile {paths.name}"
-    install = f"turn-memory install --profile {name}"
+    install = inv.install(profile=name)
     if not paths.package_json.exists():
-        return [fail(label, f"no profile {name!r} at {paths.dir}", install)], None
+        return [missing_profile(paths, inv)], None
     try:
         tree = load_entry_list(dsh.dump_config(name).stdout, what="dsh --dump-config output")
     except DshError as err:
@@ -107,34 +109,54 @@ def check_profile(dsh: Dsh, paths: ProfilePaths) -> tuple[list[Finding], dict[st
     return findings, (row.get("config") or {})
 
 
+def missing_profile(paths: ProfilePaths, inv: Invocation) -> Finding:
+    """A profile that is not there: the ones that are, and an install that works as printed."""
+    found = [p for p in list_profiles(paths.home) if p != paths.name]
+    listed = f"profiles there: {', '.join(found)}" if found else "it holds no profile"
+    if paths.name in SHIPPED_PROFILES:  # dsh creates it on first use, and install asks it to
+        return fail(f"profile {paths.name}", f"no profile {paths.name!r} in {paths.home / 'profiles'} ({listed}); "
+                    "installing creates it (DSH ships it)", inv.install(profile=paths.name))
+    other = found[0] if found else "headless"
+    return fail(f"profile {paths.name}", f"no profile {paths.name!r} in {paths.home / 'profiles'} ({listed}); DSH "
+                f"creates only the profiles it ships ({', '.join(SHIPPED_PROFILES)}); create your own with "
+                f"`dsh plugin --profile {paths.name} add <package>`, or install into {other!r}",
+                inv.install(profile=other))
+
+
 def engine_command(config: Mapping[str, Any]) -> list[str] | None:
     command = (config.get("engine") or {}).get("command")
     return [str(part) for part in command] if isinstance(command, list) and command else None
 
 
-def check_engine_command(config: Mapping[str, Any], profile: str) -> Finding:
+def check_engine_command(config: Mapping[str, Any], profile: str, inv: Invocation) -> Finding:
     """The engine command recorded at install time must still exist (a deleted venv is the usual cause)."""
-    label, install = f"profile {profile}: engine command", f"turn-memory install --profile {profile}"
+    label, install = f"profile {profile}: engine command", inv.install(profile=profile)
     command = engine_command(config)
     if command is None:
         return fail(label, "the turn-memory row has no engine.command", install)
     exe = command[0]
     found = exe if Path(exe).is_file() else shutil.which(exe)
     if not found:
-        return fail(label, f"{exe} does not exist (was its virtual environment removed?)",
-                    f"{install}  (records the Python you run it with)")
+        return fail(label, f"{exe} does not exist (was its virtual environment removed?); install records the "
+                           "Python it runs with", install)
     note = "" if Path(found).resolve() == Path(sys.executable).resolve() else f"; this doctor runs {sys.executable}"
     return ok(label, " ".join(command) + note)
 
 
-def check_engine_log(config: Mapping[str, Any], profile: str, *, tail_lines: int = 400) -> Finding:
+def default_log_file(home: Path) -> Path:
+    """Where the doctor suggests the engine log: beside the shim's tarball, in the DSH home."""
+    return home / "turn-memory" / "engine.log"
+
+
+def check_engine_log(config: Mapping[str, Any], profile: str, inv: Invocation, home: Path, *,
+                     tail_lines: int = 400) -> Finding:
     """engine.logFile: where it is and the last problem it recorded."""
     label = f"profile {profile}: engine log"
     log_file = (config.get("engine") or {}).get("logFile")
     if not log_file:
-        return warn(label, "no engine.logFile configured: the engine logs only into DSH's own log",
-                    f"turn-memory install --profile {profile} --set engine.logFile=~/.dsh/turn-memory-engine.log")
-    path = Path(str(log_file)).expanduser()
+        return warn(label, "no engine.logFile configured: the engine logs only into DSH's own output",
+                    inv.install("--set", f"engine.logFile={default_log_file(home)}", profile=profile))
+    path = expand_path(str(log_file))  # what `serve --log-file` opens
     if not path.exists():
         return ok(label, f"{path} (not written yet: no DSH session has started the engine since install)")
     lines = _tail(path, tail_lines)

@@ -22,6 +22,7 @@ from turn_memory.doctor.checks import (
     running_engines,
 )
 from turn_memory.doctor.findings import Finding, fail
+from turn_memory.install.fix_commands import Invocation
 from turn_memory.install.installer import default_engine_command
 from turn_memory.install.profile import (
     Dsh,
@@ -30,16 +31,12 @@ from turn_memory.install.profile import (
     ProfilePaths,
     Runner,
     default_runner,
+    list_profiles,
     resolve_dsh,
     resolve_home,
 )
 
 SCHEMA = "turn-memory.doctor/1"
-
-
-def list_profiles(home: Path) -> list[str]:
-    root = home / "profiles"
-    return sorted(p.name for p in root.iterdir() if (p / "package.json").is_file()) if root.is_dir() else []
 
 
 def _run_plain(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
@@ -57,6 +54,7 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
              bridge: bool = True) -> tuple[Path, list[Finding]]:
     env = dict(os.environ if env is None else env)
     home = resolve_home(dsh_home, env, desktop)
+    inv = Invocation(profile, dsh_home, dsh_path, desktop)  # every fix repeats what the user gave
     findings: list[Finding] = [check_node(_run_plain(env))]
     try:
         dsh: Dsh | None = Dsh(resolve_dsh(dsh_path, desktop, home), home, env, runner or default_runner)
@@ -68,8 +66,9 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
 
     names = [profile] if profile else list_profiles(home)
     if not names:
-        findings.append(fail("profile", f"no DSH profile under {home / 'profiles'}",
-                             "turn-memory install --profile headless  (or the profile you use)"))
+        findings.append(fail("profile", f"no DSH profile under {home / 'profiles'}; installing into DSH's "
+                             "headless profile creates it (or name the profile you use)",
+                             inv.install(profile="headless")))
     command: list[str] | None = None
     configs: dict[str, dict[str, Any]] = {}
     for name in names:
@@ -77,12 +76,12 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
             findings.append(fail(f"profile {name}", "cannot ask DSH for the composed profile without a dsh",
                                  "fix the dsh problem above, then run doctor again"))
             continue
-        profile_findings, config = check_profile(dsh, ProfilePaths(home, name))
+        profile_findings, config = check_profile(dsh, ProfilePaths(home, name), inv)
         findings += profile_findings
         if config is None:
             continue
-        command_finding = check_engine_command(config, name)
-        findings += [command_finding, check_engine_log(config, name)]
+        command_finding = check_engine_command(config, name, inv)
+        findings += [command_finding, check_engine_log(config, name, inv, home)]
         if command_finding.status == "ok":
             command = command or engine_command(config)
             # the handshake with exactly this config: a profile with another engine command gets it too,
@@ -91,10 +90,9 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
     if bridge:
         if command is None:  # still tell the user whether this install's engine works at all
             command = default_engine_command()
-        target = names[0] if len(names) == 1 else "NAME"
-        findings += check_bridge(command, "bridge round trip", "pip install --force-reinstall turn-memory in the "
-                                 f"Python of the engine command, then turn-memory install --profile {target}",
-                                 configs=configs)
+        target = names[0] if names else "headless"
+        findings += check_bridge(command, "bridge round trip", inv.install(profile=target), configs=configs,
+                                 install=inv.install)
     findings.append(check_processes(running_engines()))
     return home, findings
 

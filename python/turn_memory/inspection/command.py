@@ -12,6 +12,7 @@ import orjson
 from turn_memory.inspection.progress import ProgressBar, wants_bar
 from turn_memory.inspection.report import inspect_log, print_report
 from turn_memory.logs.reader import LOG_NAMES, SessionLogError, find_session_logs, read_session_header, session_log_for
+from turn_memory.paths import expand_path
 
 EXIT_WHOLE = 0
 EXIT_ERROR = 1  # nothing to inspect: no such log, not a session log
@@ -50,7 +51,7 @@ def resolve_log(target: str | None, home: Path) -> Path:
         if found is None:
             raise FileNotFoundError(f"no session log under {home}")
         return found
-    path = Path(target).expanduser()
+    path = expand_path(target)
     if path.is_file():
         return path
     if path.is_dir():
@@ -62,7 +63,7 @@ def resolve_log(target: str | None, home: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    home = Path(args.dsh_home or os.environ.get("DSH_HOME") or Path.home() / ".dsh").expanduser()
+    home = expand_path(args.dsh_home or os.environ.get("DSH_HOME") or Path.home() / ".dsh")
     target = args.target or args.session
     try:
         path = resolve_log(target, home)

@@ -22,26 +22,31 @@ from pathlib import Path
 from typing import Any
 
 from turn_memory import resources
-from turn_memory.config import config_problems, suggested_sets
+from turn_memory.cli_output import error_text
+from turn_memory.config import config_keys, config_problems
 
 from . import layout as L
 from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
+from .fix_commands import Invocation
 from .pack import PackError, PackResult, pack_shim, tarball_name
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
 from .patchyaml import load_entry_list
 from .profile import (
     Dsh,
     DshError,
+    SHIPPED_PROFILES,
     DshLocation,
     LocateError,
     ProfilePaths,
     Runner,
     default_runner,
+    list_profiles,
     resolve_dsh,
     resolve_home,
     tail,
 )
+from .row_config import Merged, installed_config, leaves, merge_config, show
 
 TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
 
@@ -59,21 +64,49 @@ class Options:
     shim_dir: Path | None = None
     templates_dir: Path | None = None
     extra_config: dict[str, Any] = field(default_factory=dict)
+    #: dotted keys to remove from the installed row's config
+    unset: list[str] = field(default_factory=list)
+    #: write the row from this run's options only (the installed row's other keys are dropped)
+    replace_config: bool = False
     engine_command: list[str] | None = None
     dry_run: bool = False
     force_plugin: bool = False
     env: Mapping[str, str] | None = None
     runner: Runner | None = None
     out: Callable[[str], None] = print
+    #: where an error goes, as (message, fix); default: one line in `out`
+    err: Callable[[str, str | None], None] | None = None
+    #: --quiet: only the verdict and errors; --verbose: every detail (the whole managed block)
+    quiet: bool = False
+    verbose: bool = False
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
 
 
-class InstallError(Exception):
-    """A failure with a message meant for the user (exit code attached)."""
+    def fail(self, command: str, message: str, fix: str | None) -> None:
+        if self.err is not None:
+            self.err(message, fix)
+        else:
+            self.out(error_text(command, message, fix))
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    @property
+    def invocation(self) -> Invocation:
+        return Invocation(self.profile, self.dsh_home, self.dsh, self.desktop)
+
+    def own_flags(self) -> list[str]:
+        """This run's options other than the location and the config, for a fix to repeat."""
+        flags = ["--dry-run"] if self.dry_run else []
+        flags += ["--replace-config"] if self.replace_config else []
+        flags += ["--shim-dir", str(self.shim_dir)] if self.shim_dir else []
+        return flags + (["--force-plugin"] if self.force_plugin else [])
+
+
+class InstallError(Exception):
+    """A failure with a message meant for the user: exit code, and the command that fixes it."""
+
+    def __init__(self, message: str, code: int = 1, fix: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.fix = fix
 
 
 def _resolve(opts: Options) -> Context:
@@ -150,6 +183,14 @@ class Context:
     backups: Backups
 
     def say(self, line: str = "") -> None:
+        if not self.opts.quiet:
+            self.opts.out(line)
+
+    def detail(self, line: str = "") -> None:
+        if self.opts.verbose:
+            self.opts.out(line)
+
+    def verdict(self, line: str) -> None:
         self.opts.out(line)
 
 
@@ -239,15 +280,34 @@ def _ensure_profile(ctx: Context) -> None:
     if ctx.paths.package_json.exists():
         return
     if ctx.opts.dry_run:
-        raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
+        raise _missing_profile(ctx, "a dry run does not ask dsh to create it")
     # dsh initialises a profile (from its template for built-in names) on first use.
     ctx.say("  profile not initialised yet; letting dsh create it")
     try:
         ctx.dsh.dump_config(ctx.opts.profile)
     except DshError as err:
-        raise InstallError(str(err)) from err
+        said = next((line.strip() for line in (err.result.stderr if err.result else str(err)).splitlines()
+                     if line.strip().startswith("Error:")), str(err)[-300:])
+        raise _missing_profile(ctx, f"dsh did not create it ({said})") from err
     if not ctx.paths.package_json.exists():
-        raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
+        raise _missing_profile(ctx, "dsh did not create it")
+
+
+def _missing_profile(ctx: Context, why: str) -> InstallError:
+    """No such profile: say which exist, how one is created, and the command to run instead."""
+    opts, name = ctx.opts, ctx.paths.name
+    found = [p for p in list_profiles(ctx.paths.home) if p != name]
+    listed = f"profiles there: {', '.join(found)}" if found else "it holds no profile yet"
+    if opts.dry_run and name in SHIPPED_PROFILES:
+        fix = opts.invocation.install(*[f for f in opts.own_flags() if f != "--dry-run"], *_config_options(opts))
+        how = f"install without --dry-run lets dsh create its shipped {name!r} profile first"
+    else:
+        other = found[0] if found else "headless"
+        fix = opts.invocation.install(*opts.own_flags(), *_config_options(opts), profile=other)
+        how = (f"dsh creates only the profiles it ships ({', '.join(SHIPPED_PROFILES)}) on first use; create "
+               f"your own with `dsh plugin --profile {name} add <package>`, or install into {other!r}")
+    return InstallError(f"profile {name!r} does not exist in {ctx.paths.home / 'profiles'} ({listed}); {why}; {how}",
+                        fix=fix)
 
 
 def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
@@ -267,15 +327,18 @@ def install(opts: Options) -> int:
         return _install(_resolve(opts))
     except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
             resources.ResourceError) as err:
-        opts.out(f"error: {err}")
+        opts.fail("install", str(err), getattr(err, "fix", None))
         return getattr(err, "code", 1)
 
 
 def _install(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
-    row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
-    check_row_config(row["config"], paths.name)  # before anything, even creating the profile
+    command = opts.engine_command or default_engine_command()
+    merged = merge_config(_installed_row_config(ctx), command, opts.extra_config, opts.unset,
+                          replace=opts.replace_config)
+    check_row_config(merged, opts)  # before anything, even creating the profile
+    row = L.make_row(command, merged.config)
     _ensure_profile(ctx)
     shim_dir = opts.shim_dir or resources.shim_dir()
     text0 = read_text(paths.patch_file)
@@ -289,14 +352,16 @@ def _install(ctx: Context) -> int:
         ctx.say(f"  tree     : {how}")
         ctx.say(f"  would pack {shim_dir} -> {paths.tarball_dir / name}")
         ctx.say(f"  would run: dsh plugin --profile {paths.name} add {paths.tarball_dir / name}")
+        _say_config(ctx, merged)
         _say_plan(ctx, plan)
         if new_text == text0:
             ctx.say(f"  {paths.patch_file}: already holds exactly this block (no change)")
         else:
             ctx.say(f"  would write this managed block to {paths.patch_file}:")
         ctx.say("")
-        ctx.say(split_block(new_text)[1] or "")
-        ctx.say("dry run: nothing was changed")
+        for line in (split_block(new_text)[1] or "").splitlines():
+            ctx.say(line)
+        ctx.verdict("dry run: nothing was changed")
         return 0
 
     backups = ctx.backups
@@ -330,9 +395,10 @@ def _install(ctx: Context) -> int:
         ctx.say(f"  tree     : {how}")
         plan, new_text = _plan(ctx, base, row, text0)
     except (InstallError, L.LayoutError, PatchFileError, DshError) as err:
-        ctx.say(f"error: {err}")
         _rollback(ctx, backups, added_by_us)
+        opts.fail("install", f"{err}; rolled back", getattr(err, "fix", None))
         return 1
+    _say_config(ctx, merged)
     _say_plan(ctx, plan)
 
     if new_text != read_text(paths.patch_file):
@@ -344,12 +410,12 @@ def _install(ctx: Context) -> int:
 
     verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_installed(after, plan.predicted, plan.layout))
     if not verdict.ok:
-        ctx.say("verdict: FAILED -- rolling back")
+        ctx.verdict("verdict: FAILED -- rolling back")
         _rollback(ctx, backups, added_by_us)
         return 2
     _write_declarations(ctx, row)
-    ctx.say(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine "
-            f"({', '.join(plan.layout.locations)}); start a new DSH session to use it")
+    ctx.verdict(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine of profile "
+                f"{paths.name!r} ({', '.join(plan.layout.locations)}); start a new DSH session to use it")
     return 0
 
 
@@ -393,16 +459,65 @@ def _allow_shim_build_rule(ctx: Context) -> None:
     ctx.say(f"  pnpm     : {path.name}: allowBuilds.{BUILD_RULE_PACKAGE} = false (its prebuilt addon needs no build script)")
 
 
-def check_row_config(config: Mapping[str, Any], profile: str) -> None:
-    """Refuse a row config the engine would refuse at handshake, before anything is written."""
-    problems = config_problems(config)
+def _installed_row_config(ctx: Context) -> dict[str, Any] | None:
+    """The config of the row the last install wrote (None: not installed)."""
+    try:
+        _, block = split_block(read_text(ctx.paths.patch_file) or "")
+        return installed_config(block)
+    except Exception as err:  # noqa: BLE001 - YAML errors come in many classes
+        if ctx.opts.replace_config:
+            return None  # nothing of it is kept anyway
+        raise InstallError(f"cannot read the installed turn-memory row in {ctx.paths.patch_file}: {err}",
+                           fix=ctx.opts.invocation.install(*ctx.opts.own_flags(), *_config_options(ctx.opts),
+                                                           "--replace-config")) from err
+
+
+def _config_options(opts: Options, *, drop: frozenset[str] = frozenset(), rename: Mapping[str, str] | None = None,
+                    unset: Sequence[str] = (), sets: Sequence[str] = ()) -> list[str]:
+    """This run's config as options (`--set` per given key, `--unset`), corrected for a fix."""
+    out: list[str] = []
+    for key, value in leaves(opts.extra_config).items():
+        if key in drop:
+            continue
+        out += ["--set", f"{(rename or {}).get(key, key)}={show(value)}"]
+    for key in [*opts.unset, *unset]:
+        out += ["--unset", key]
+    for pair in sets:
+        out += ["--set", pair]
+    return out
+
+
+def check_row_config(merged: Merged, opts: Options) -> None:
+    """Refuse a row config the engine would refuse at handshake, before anything is written.
+
+    The fix is this very command, corrected: a misspelt key given now takes its nearest name;
+    a bad value given now is left out; a bad key the installed row already holds is `--unset`.
+    """
+    problems = config_problems(merged.config)
     if not problems:
         return
-    sets = suggested_sets(problems)
-    fix = (f"turn-memory install --profile {profile} {sets}" if sets else
-           "`turn-memory config` lists every key with its default; correct the --set/--config-json value")
-    raise InstallError(f"invalid turn-memory config: {'; '.join(p.message for p in problems)}; nothing was changed\n"
-                       f"  fix: {fix}")
+    given = leaves(opts.extra_config)
+    keys = {k.name for k in config_keys()}
+    drop: set[str] = set()
+    rename: dict[str, str] = {}
+    unset: list[str] = []
+    sets: list[str] = []
+    for p in problems:
+        mine = [k for k in given if k == p.key or k.startswith(p.key + ".")] if p.key else list(given)
+        if p.key and not mine:  # the installed row holds it: remove it, keep a misspelt value under its name
+            unset.append(p.key)
+            if p.nearest in keys and not isinstance(p.value, (dict, list)):
+                sets.append(f"{p.nearest}={show(p.value)}")
+            continue
+        if p.nearest in keys and p.key in given:
+            rename[p.key] = p.nearest
+        else:
+            drop.update(mine)
+    fixed = opts.invocation.install(*opts.own_flags(), *_config_options(opts, drop=frozenset(drop), rename=rename,
+                                                                        unset=unset, sets=sets))
+    where = "the installed row" if unset and not drop and not rename else "the config"
+    raise InstallError(f"invalid turn-memory config in {where}: {'; '.join(p.message for p in problems)}; "
+                       "nothing was changed", fix=fixed)
 
 
 def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:
@@ -411,6 +526,14 @@ def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: 
     plan = L.plan_install(base, layout, row, template)
     new_text = with_block(text0 or "", template.header, plan.entries)
     return plan, new_text
+
+
+def _say_config(ctx: Context, merged: Merged) -> None:
+    ctx.say(f"  config   : {merged.how}")
+    for change in merged.changes:
+        ctx.say(f"    {change.line()}")
+    for key in merged.not_there:
+        ctx.say(f"  note     : --unset {key}: the installed row does not set it (nothing to remove)")
 
 
 def _say_plan(ctx: Context, plan: L.Plan) -> None:
@@ -467,7 +590,7 @@ def uninstall(opts: Options) -> int:
     try:
         return _uninstall(_resolve(opts))
     except (InstallError, PatchFileError, L.LayoutError, DshError, LocateError) as err:
-        opts.out(f"error: {err}")
+        opts.fail("uninstall", str(err), getattr(err, "fix", None))
         return getattr(err, "code", 1)
 
 
@@ -475,7 +598,9 @@ def _uninstall(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "uninstall" + (" (dry run)" if opts.dry_run else ""))
     if not paths.package_json.exists():
-        ctx.say(f"  profile {paths.name!r} does not exist: nothing to uninstall")
+        found = ", ".join(list_profiles(paths.home)) or "none"
+        ctx.verdict(f"profile {paths.name!r} does not exist in {paths.home / 'profiles'} (profiles there: {found}): "
+                    "nothing to uninstall")
         return 0
     text0 = read_text(paths.patch_file)
     user_text, block = split_block(text0 or "")
@@ -488,7 +613,7 @@ def _uninstall(ctx: Context) -> int:
         ctx.say(f"  would remove the managed block from {paths.patch_file}" if block else "  no managed block")
         ctx.say(f"  would run: dsh plugin --profile {paths.name} remove {L.OUR_PACKAGE}" if state.spec else
                 f"  {L.OUR_PACKAGE} is not a dependency of the profile")
-        ctx.say("dry run: nothing was changed")
+        ctx.verdict("dry run: nothing was changed")
         return 0
 
     backups = ctx.backups
@@ -519,9 +644,9 @@ def _uninstall(ctx: Context) -> int:
 
     verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_uninstalled(after, expected))
     if not verdict.ok or problems:
-        ctx.say("verdict: FAILED")
+        ctx.verdict("verdict: FAILED")
         return 2
-    ctx.say("verdict: uninstalled -- the stock compaction engine is live again")
+    ctx.verdict(f"verdict: uninstalled -- the stock compaction engine is live again in profile {paths.name!r}")
     return 0
 
 

@@ -7,6 +7,7 @@ end); the bridge round trip starts the real engine.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from installer_world import DEFAULT_PATCH_TEXT, bundle_world, find_row, run_printed
 from turn_memory.doctor.checks import running_engines
-from turn_memory.doctor.command import diagnose
+from turn_memory.doctor.command import _run_plain, diagnose
 from turn_memory.install.patchyaml import dump
 from turn_memory.install.profile import ProcResult
 
@@ -232,3 +233,58 @@ def test_every_fix_doctor_prints_works_as_printed(bundle_world, capsys, monkeypa
         "profile headless: live engine": "ok", "profile headless: engine command": "ok",
         "profile headless: engine log": "ok", "profile headless: config": "ok"}, found
     assert find_row(w.dump(), "turn-memory")["config"]["turns"] == {"enabled": False}
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """turn-memory's cache, empty unless a test puts a cached DSH there (not the developer's)."""
+    monkeypatch.setenv("TURN_MEMORY_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def cached_dsh(cache: Path, dsh: Path, node_version: str) -> Path:
+    """What `turn-memory demo` leaves: a DSH with its own Node, and the wrapper that runs them together."""
+    from turn_memory.devtools.runtime import Runtime, write_user_wrapper
+
+    node = cache / "runtime" / "node22" / "bin" / "node"
+    node.parent.mkdir(parents=True)
+    node.write_text(f"#!/bin/sh\necho {node_version}\n")
+    node.chmod(0o755)
+    runtime = Runtime(node=node, node_modules=cache / "runtime", dsh=dsh, pnpm=None, version="0.1.0-rc.8")
+    return write_user_wrapper(runtime, cache / "bin")
+
+
+def test_node_is_checked_where_dsh_runs_it_and_the_demos_dsh_is_offered(bundle_world, cache, capsys, monkeypatch):
+    """Node 20 on PATH fails the one requirement; the DSH the demo cached brings Node 22, and
+    the printed fix (doctor with that DSH) works as printed."""
+    from turn_memory.doctor.checks import check_node
+    from turn_memory.install.fix_commands import Invocation
+    from turn_memory.install.node_check import REQUIREMENT
+    from turn_memory.install.profile import DshLocation
+
+    w = bundle_world
+    old = lambda argv: ProcResult(tuple(argv), 0, "v20.20.2\n", "")  # noqa: E731 - the node on PATH
+    inv = Invocation("headless", str(w.home))
+    found = check_node(old, DshLocation(w.dsh, "--dsh"), {}, inv)
+    assert (found.status, found.detail) == ("fail", f"node v20.20.2 is older than 22.19; DSH needs {REQUIREMENT}")
+    assert found.fix == "install Node >= 22.19 and put it first on PATH"
+
+    wrapper = cached_dsh(cache, w.dsh, "v22.23.5")
+    offered = check_node(old, DshLocation(w.dsh, "--dsh"), {"0.1.0-rc.8": wrapper}, inv)
+    assert offered.fix == f"turn-memory doctor --profile headless --dsh-home {w.home} --dsh {wrapper}"
+    with_wrapper = check_node(_run_plain(os.environ), DshLocation(wrapper, "--dsh"), {"0.1.0-rc.8": wrapper}, inv)
+    assert (with_wrapper.status, with_wrapper.detail) == (
+        "ok", f"node v22.23.5 ({cache / 'runtime' / 'node22' / 'bin' / 'node'}, from the wrapper {wrapper})")
+
+    # no dsh on PATH: the demo's is the fix, and it works as printed
+    monkeypatch.setenv("DSH_HOME", "")
+    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                               if not (Path(p) / "dsh").exists()))
+    found = doctor_json(capsys, "--profile", "headless", "--dsh-home", str(w.home), "--no-bridge")
+    assert found["dsh"]["fix"] == f"turn-memory doctor --profile headless --dsh-home {w.home} --dsh {wrapper}"
+    assert run_printed(found["dsh"]["fix"]) == 1  # turn-memory is not installed in that profile yet
+    out = capsys.readouterr().out
+    assert f"  OK    node: node v22.23.5 ({cache / 'runtime' / 'node22' / 'bin' / 'node'}, from the wrapper {wrapper})\n" \
+        in out, out
+    assert f"  OK    dsh: dsh 0.1.0-rc.8 at {wrapper} (found via --dsh); rc8 dialect (tested end to end)\n" in out
+    assert "  FAIL  profile headless: live engine: turn-memory is not a live compaction engine" in out

@@ -240,6 +240,22 @@ def test_plugin_add_failure_leaves_patch_alone(bundle_world: World) -> None:
     assert w.patch_file.read_text() == DEFAULT_PATCH_TEXT
 
 
+def test_a_failed_plugin_add_names_a_node_too_old_for_dsh(bundle_world: World, tmp_path: Path) -> None:
+    """pnpm runs on the `node` on PATH: Node 20 there is the cause, said with the one requirement."""
+    w = bundle_world
+    w.conf(plugin_fail=True)
+    old_node = tmp_path / "node20" / "node"
+    old_node.parent.mkdir()
+    old_node.write_text("#!/bin/sh\necho v20.20.2\n")
+    old_node.chmod(0o755)
+    out: list[str] = []
+    env = {**os.environ, "DSH_HOME": "", "PATH": f"{old_node.parent}{os.pathsep}{os.environ['PATH']}"}
+    assert install(w.options(out, env=env)) == 1
+    (error,) = [line for line in out if ": error: " in line]
+    assert error.startswith("turn-memory install: error: dsh plugin add failed (1) (node v20.20.2 is older than "
+                            "22.19; DSH needs Node >= 22.19 on PATH"), error
+
+
 def test_reinstall_without_dump_default_config(bundle_world: World) -> None:
     """A dsh without --dump-default-config: the block is removed (backed up) before dumping."""
     w = bundle_world

@@ -8,10 +8,10 @@ whether its engine command can start, the engine log, and running engine process
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,38 +20,52 @@ from turn_memory.host.dialect import dialect_for_version
 from turn_memory.install.layout import BASIC_ENGINE, OUR_PACKAGE, OUR_ROW_ID, iter_rows
 from turn_memory.install.patchyaml import load_entry_list
 from turn_memory.install.fix_commands import Invocation
-from turn_memory.install.profile import SHIPPED_PROFILES, Dsh, DshError, ProcResult, ProfilePaths, list_profiles
+from turn_memory.install.node_check import FIX, node_problem, wrapper_node
+from turn_memory.install.profile import (
+    SHIPPED_PROFILES,
+    Dsh,
+    DshError,
+    DshLocation,
+    ProcResult,
+    ProfilePaths,
+    list_profiles,
+)
 from turn_memory.paths import expand_path
 
-MIN_NODE = (22, 19)
-NODE_FIX = "install Node >= 22.19 and put it on PATH (DSH needs node:zlib zstd)"
-
-
-def _version(text: str) -> tuple[int, ...] | None:
-    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    return tuple(int(p) for p in found.groups()) if found else None
-
-
-def check_node(run: Callable[[Sequence[str]], ProcResult | None]) -> Finding:
-    """`node --version` on PATH (what DSH runs on)."""
-    result = run(["node", "--version"])
-    if result is None or result.returncode != 0:
-        return fail("node", "no `node` on PATH", NODE_FIX)
-    version = _version(result.stdout)
-    if version is None or version[:2] < MIN_NODE:
-        return fail("node", f"node {result.stdout.strip()} is older than {MIN_NODE[0]}.{MIN_NODE[1]}", NODE_FIX)
-    return ok("node", f"node {result.stdout.strip()}")
+def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocation | None,
+               cached: Mapping[str, Path], inv: Invocation) -> Finding:
+    """The node DSH runs with: the one on PATH, or the one a cached-DSH wrapper puts first."""
+    if dsh is not None and dsh.is_desktop_wrapper:
+        return ok("node", "DSH Desktop brings its own Node")
+    node = wrapper_node(dsh.path) if dsh is not None else None
+    result = run([str(node or "node"), "--version"])
+    output = result.stdout if result is not None and result.returncode == 0 else None
+    problem = node_problem(output)
+    where = f" ({node}, from the wrapper {dsh.path})" if node and dsh else ""
+    if problem is None:
+        return ok("node", f"node {output.strip()}{where}")  # type: ignore[union-attr]
+    if cached and node is None:  # the demo's DSH brings a Node that fits
+        version, wrapper = next(iter(cached.items()))
+        return fail("node", f"{problem}; or use DSH {version}, which the demo cached with its own Node 22",
+                    replace(inv, dsh=str(wrapper)).command("doctor"))
+    return fail("node", problem + where, FIX)
 
 
 #: the DSH versions the e2e suite boots for real
 TESTED_HOSTS = ("0.1.0-rc.8", "0.2.1-rc.2")
 
 
-def check_dsh(dsh: Dsh | None, why_missing: str | None) -> tuple[Finding, str | None]:
+def check_dsh(dsh: Dsh | None, why_missing: str | None, cached: Mapping[str, Path],
+              inv: Invocation) -> tuple[Finding, str | None]:
     """`dsh --version` and the host dialect turn-memory speaks with it."""
     if dsh is None:
-        return fail("dsh", why_missing or "no dsh found",
-                    "put dsh on PATH (npm i -g @deepseek-ai/dsh), or pass --dsh PATH / --desktop DIR"), None
+        why = why_missing or "no dsh found"
+        if cached:  # the demo's: a real DSH that works as it is
+            version, wrapper = next(iter(cached.items()))
+            return fail("dsh", f"{why}; the demo cached DSH {version} at {wrapper}",
+                        replace(inv, dsh=str(wrapper)).command("doctor")), None
+        return fail("dsh", f"{why}; `turn-memory demo` downloads and caches a DSH you can use",
+                    "pass --dsh PATH (or --desktop DIR for DSH Desktop), or put dsh on PATH"), None
     result = dsh._run(["--version"], timeout=120)
     version = result.stdout.strip().splitlines()[-1] if result.returncode == 0 and result.stdout.strip() else ""
     if not version:

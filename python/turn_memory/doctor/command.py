@@ -6,10 +6,14 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from turn_memory import __version__
+from turn_memory.cli_output import EXIT_FAILED, EXIT_OK, Output, add_level_flags
+from turn_memory.devtools.runtime import cached_wrappers
 from turn_memory.doctor.bridge_check import check_bridge
 from turn_memory.doctor.checks import (
     check_dsh,
@@ -55,13 +59,14 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
     env = dict(os.environ if env is None else env)
     home = resolve_home(dsh_home, env, desktop)
     inv = Invocation(profile, dsh_home, dsh_path, desktop)  # every fix repeats what the user gave
-    findings: list[Finding] = [check_node(_run_plain(env))]
+    cached = cached_wrappers()  # the DSH the demo downloaded: a fix can point there
     try:
         dsh: Dsh | None = Dsh(resolve_dsh(dsh_path, desktop, home), home, env, runner or default_runner)
         why = None
     except LocateError as err:
         dsh, why = None, str(err)
-    found, _version = check_dsh(dsh, why)
+    findings: list[Finding] = [check_node(_run_plain(env), dsh.location if dsh else None, cached, inv)]
+    found, _version = check_dsh(dsh, why, cached, inv)
     findings.append(found)
 
     names = [profile] if profile else list_profiles(home)
@@ -97,45 +102,56 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
     return home, findings
 
 
-def print_findings(home: Path, findings: list[Finding]) -> None:
-    print(f"turn-memory doctor -- DSH home {home}")
+def print_findings(home: Path, findings: list[Finding], out: Output) -> None:
+    out.say(f"turn-memory doctor -- DSH home {home}")
+    out.detail(f"  turn-memory {__version__} on Python {sys.version.split()[0]} ({sys.executable})")
+    for version, wrapper in cached_wrappers().items():
+        out.detail(f"  cached DSH {version} (the demo's): {wrapper}")
     for f in findings:
-        print(f"  {f.status.upper():<5} {f.check}: {f.detail}")
+        line = out.say if f.status == "ok" else out.result  # --quiet keeps the problems
+        line(f"  {f.status.upper():<5} {f.check}: {f.detail}")
         if f.fix:
-            print(f"        fix: {f.fix}")
+            line(f"        fix: {f.fix}")
     problems = [f for f in findings if f.status == "fail"]
     warnings = [f for f in findings if f.status == "warn"]
     if problems:
-        print(f"verdict: {len(problems)} problem(s), {len(warnings)} warning(s); run the fixes above")
+        out.result(f"verdict: {len(problems)} problem(s), {len(warnings)} warning(s); run the fixes above")
     else:
-        print("verdict: turn-memory is installed and live" + (f" ({len(warnings)} warning(s))" if warnings else ""))
+        out.result("verdict: turn-memory is installed and live" + (f" ({len(warnings)} warning(s))" if warnings else ""))
 
 
 def run(args: argparse.Namespace) -> int:
+    out = Output.from_args("doctor", args)
     home, findings = diagnose(profile=args.profile, dsh_home=args.dsh_home, desktop=args.desktop, dsh_path=args.dsh,
                               bridge=not args.no_bridge)
+    healthy = all(f.status != "fail" for f in findings)
     if args.json:
-        report: dict[str, Any] = {"schema": SCHEMA, "home": str(home), "ok": all(f.status != "fail" for f in findings),
+        report: dict[str, Any] = {"schema": SCHEMA, "home": str(home), "ok": healthy,
                                   "findings": [f.to_json() for f in findings]}
-        print(json.dumps(report, indent=2))
+        out.write(json.dumps(report, indent=2) + "\n")
     else:
-        print_findings(home, findings)
-    return 0 if all(f.status != "fail" for f in findings) else 1
+        print_findings(home, findings, out)
+    return EXIT_OK if healthy else EXIT_FAILED
+
+
+EPILOG = """\
+Each problem comes with its fix: a command that repeats your --profile/--dsh-home/--dsh and
+works as printed (or, where no command can, the step to take).
+
+exit status: 0 no check failed (warnings allowed); 1 at least one check failed; 2 bad usage."""
 
 
 def add_doctor_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="check that turn-memory is installed, live and reachable",
                        description="Check Node and DSH (version, dialect), whether turn-memory is the live compaction "
                                    "engine of each profile (from dsh --dump-config), its engine command and log, the "
-                                   "bridge round trip (starts the engine once, hello + ping) and running engines. "
-                                   "Each problem comes with the command that fixes it. Exit status 1 when any check "
-                                   "failed.")
+                                   "bridge round trip (starts the engine once, hello + ping) and running engines.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--profile", help="check only this profile (default: every profile under the DSH home)")
     p.add_argument("--dsh-home", help="DSH home (default: $DSH_HOME, else ~/.dsh)")
     p.add_argument("--desktop", metavar="INSTALL_DIR", help="DSH Desktop install dir (home and CLI from there)")
     p.add_argument("--dsh", metavar="PATH", help="dsh executable (default: Desktop wrapper next to the home, else PATH)")
     p.add_argument("--no-bridge", action="store_true", help="skip starting the engine for the round trip")
     p.add_argument("--json", action="store_true", help="print the findings as JSON (schema turn-memory.doctor/1)")
+    add_level_flags(p)
     p.set_defaults(func=run)
-
-

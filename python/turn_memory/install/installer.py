@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,7 @@ from . import layout as L
 from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
 from .fix_commands import Invocation
+from .node_check import node_problem, wrapper_node
 from .pack import PackError, PackResult, pack_shim, tarball_name
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
 from .patchyaml import load_entry_list
@@ -310,6 +312,18 @@ def _missing_profile(ctx: Context, why: str) -> InstallError:
                         fix=fix)
 
 
+def _node_problem(ctx: Context) -> str | None:
+    """Why `dsh plugin add` (pnpm) could not run: the node it runs on, checked like doctor does."""
+    if ctx.dsh.location.is_desktop_wrapper:
+        return None
+    node = wrapper_node(ctx.dsh.location.path) or Path("node")
+    try:
+        result = ctx.dsh.runner(node, ["--version"], dict(ctx.dsh.env), None, 30)
+    except (OSError, LocateError, subprocess.SubprocessError):
+        return node_problem(None)
+    return node_problem(result.stdout if result.returncode == 0 else None)
+
+
 def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
     return (
         pack.unchanged
@@ -384,7 +398,9 @@ def _install(ctx: Context) -> int:
             hint = ""
             if paths.name == "desktop" and not ctx.dsh.location.is_desktop_wrapper:
                 hint = " (the desktop profile can only be managed by DSH Desktop's dsh.cmd: pass --desktop)"
-            raise InstallError(f"dsh plugin add failed ({result.returncode}){hint}: {tail(result)}")
+            elif problem := _node_problem(ctx):
+                hint = f" ({problem})"
+            raise InstallError(f"dsh plugin add failed ({result.returncode}){hint}: {tail(result, 600)}")
         added_by_us = before.spec is None
         after_state = plugin_state(paths)
         ctx.say(f"  plugin   : dsh plugin --profile {paths.name} add <tarball>: ok in {elapsed:.1f} s "

@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("turn_memory.serve", "add_serve_commands"),
     "install": ("turn_memory.install.commands", "add_install_commands"),
     "uninstall": ("turn_memory.install.commands", "add_install_commands"),
-    "demo": ("turn_memory.demo", "add_demo_commands"),
+    "demo": ("turn_memory.demo.command", "add_demo_commands"),
     "inspect": ("turn_memory.inspection.command", "add_inspect_commands"),
     "doctor": ("turn_memory.doctor.command", "add_doctor_commands"),
     "config": ("turn_memory.config", "add_config_commands"),

@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import subprocess
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+
+def render(argv: Sequence[str]) -> str:
+    """A command line to print for the user's shell (POSIX sh, or cmd/PowerShell on Windows)."""
+    return subprocess.list2cmdline(list(argv)) if os.name == "nt" else shlex.join(argv)
 
 
 def error_text(command: str, message: str, fix: str | None = None) -> str:

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from turn_memory.bridge.server import BridgeServer
+from turn_memory.cli_output import error_text
 from turn_memory.engine import Engine
 from turn_memory.paths import expand_path
 
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     secret = os.environ.get("TURN_MEMORY_SECRET")
     if not secret:
         if not args.print_secret:
-            print("turn-memory serve: set TURN_MEMORY_SECRET (the shim does) or pass --print-secret", file=sys.stderr)
+            print(error_text("serve", "TURN_MEMORY_SECRET is not set (DSH's shim sets it when it starts the engine)",
+                             "turn-memory serve --print-secret"), file=sys.stderr)
             return 2
         secret = secrets.token_hex(24)
         print(f"TURN_MEMORY_SECRET {secret}", flush=True)
@@ -90,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
 def add_serve_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the engine for one DSH process (the shim starts this)",
                        description="Run the turn-memory engine behind a ZeroMQ ROUTER. Normally started by the "
-                                   "DSH shim, which passes --endpoint and TURN_MEMORY_SECRET.")
+                                   "DSH shim, which passes --endpoint and TURN_MEMORY_SECRET.",
+                       epilog="exit status: 0 stopped (its stdin closed, or Ctrl-C); 2 no TURN_MEMORY_SECRET (and "
+                              "no --print-secret), or bad usage.")
     p.add_argument("--endpoint", help="ZeroMQ endpoint to bind (ipc://PATH or tcp://127.0.0.1:*)")
     p.add_argument("--transport", choices=["auto", "ipc", "tcp"], default="auto",
                    help="transport when --endpoint is not given (auto: ipc, tcp on Windows)")

@@ -7,15 +7,9 @@ given, so it runs as printed in the same shell; it is quoted for that shell (POS
 
 from __future__ import annotations
 
-import os
-import shlex
-import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-
-def render(argv: Sequence[str]) -> str:
-    return subprocess.list2cmdline(list(argv)) if os.name == "nt" else shlex.join(argv)
+from turn_memory.cli_output import render
 
 
 @dataclass(frozen=True)

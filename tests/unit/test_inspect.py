@@ -256,9 +256,10 @@ def test_json_output_schema_and_exit_status(tmp_path, capsys):
 
 
 def session_home(tmp_path: Path) -> Path:
-    """Three sessions: two of the user's (ids sharing a start) and a worker's, oldest first."""
+    """Three sessions: two of the user's (ids sharing a start once 0.2's `session-` is left off)
+    and a worker's, oldest first."""
     home = tmp_path / "home"
-    for n, (sid, origin) in enumerate([("a1f0-user", None), ("a1f7-user", None), ("b2c3-worker", "subagent")]):
+    for n, (sid, origin) in enumerate([("a1f0-user", None), ("session-a1f7-user", None), ("b2c3-worker", "subagent")]):
         header = {**HEADER, "id": sid, **({"origin": origin} if origin else {})}
         path = home / "sessions" / "--w--" / sid / "session.jsonl"
         path.parent.mkdir(parents=True)
@@ -273,22 +274,24 @@ def test_list_the_sessions_and_name_one_by_the_start_of_its_id(tmp_path, capsys)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == (f"2 session(s) under {home}, newest first; 1 subagent session(s) (turn-memory's workers) "
                         "not shown: --all lists them")
-    assert [line.split()[0] for line in lines[1:3]] == ["a1f7-user", "a1f0-user"]
+    assert [line.split()[0] for line in lines[1:3]] == ["session-a1f7-user", "a1f0-user"]
     assert lines[3] == f"inspect one by its id or the start of it: turn-memory inspect a1f7-use --dsh-home {home}"
     assert main(["inspect", "--list", "--all", "--json", "--dsh-home", str(home)]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["schema"] == "turn-memory.sessions/1"
     assert [(s["id"], s["origin"]) for s in listed["sessions"]] == [
-        ("b2c3-worker", "subagent"), ("a1f7-user", None), ("a1f0-user", None)]
+        ("b2c3-worker", "subagent"), ("session-a1f7-user", None), ("a1f0-user", None)]
 
     assert main(["inspect", "a1f0", "--dsh-home", str(home), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["session"]["id"] == "a1f0-user"
+    assert main(["inspect", "a1f7", "--dsh-home", str(home), "--json"]) == 0  # without `session-`
+    assert json.loads(capsys.readouterr().out)["session"]["id"] == "session-a1f7-user"
     assert main(["inspect", "b2", "--dsh-home", str(home), "--quiet"]) == 0  # a worker's, named explicitly
     quiet = capsys.readouterr().out.splitlines()
     assert len(quiet) == 3 and quiet[1].startswith("  surface now: ") and quiet[2] == "  log: whole"
     assert main(["inspect", "a1f", "--dsh-home", str(home)]) == 1
     assert capsys.readouterr().err == (
-        f"turn-memory inspect: error: 'a1f' is the start of 2 session ids under {home}: a1f7-user (user), a1f0-user "
+        f"turn-memory inspect: error: 'a1f' is the start of 2 session ids under {home}: session-a1f7-user (user), a1f0-user "
         f"(user) (fix: turn-memory inspect --list --dsh-home {home})\n")
 
 

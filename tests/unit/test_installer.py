@@ -404,6 +404,40 @@ def test_a_missing_profile_lists_the_profiles_there_and_its_fix_works(
     assert (profiles / "web" / "package.json").is_file()
 
 
+def test_install_and_uninstall_report_as_json(bundle_world: World, capsys, monkeypatch) -> None:
+    w = bundle_world
+    monkeypatch.setenv("DSH_HOME", "")
+    where = ["--dsh-home", str(w.home), "--dsh", str(w.dsh)]
+    argv = ["install", "--profile", "headless", *where, "--shim-dir", str(w.shim), "--set", "turns.minTurnTokens=0",
+            "--json"]
+    assert cli_main([*argv, "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["schema"], plan["command"], plan["dry_run"], plan["ok"], plan["exit"], plan["error"]) == (
+        "turn-memory.install/1", "install", True, True, 0, None)
+    assert plan["home"] == str(w.home) and plan["dsh"] == {"path": str(w.dsh), "how": "--dsh"}
+    assert {"key": "turns.minTurnTokens", "kind": "set", "old": None, "new": 0} in plan["config"]["changes"]
+    assert plan["layout"] == "bundle" and "minTurnTokens: 0" in plan["block"] and plan["would_change"] is True
+    assert plan["verdict"] == "dry run: nothing was changed"
+
+    assert cli_main(argv) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["verdict"].startswith("verdict: installed") and done["ok"] is True
+    assert done["verification"][0] == "OK   <root>: exactly one live compaction engine, ours (turn-memory)"
+    assert str(w.patch_file) in [f["path"] for f in done["files"]]
+
+    assert cli_main(["install", "--profile", "nope", *where, "--json"]) == 1
+    captured = capsys.readouterr()
+    refused = json.loads(captured.out)
+    assert refused["ok"] is False and refused["exit"] == 1
+    assert refused["error"]["message"].startswith("profile 'nope' does not exist")
+    assert refused["error"]["fix"] == shlex.join(["turn-memory", "install", "--profile", "headless", *where])
+    assert captured.err.startswith("turn-memory install: error: profile 'nope' does not exist")
+
+    assert cli_main(["uninstall", "--profile", "headless", *where, "--json"]) == 0
+    gone = json.loads(capsys.readouterr().out)
+    assert gone["command"] == "uninstall" and gone["verdict"].startswith("verdict: uninstalled")
+
+
 def test_paths_expand_home_and_variables_everywhere_they_are_read(bundle_world: World, monkeypatch, capsys) -> None:
     w = bundle_world
     monkeypatch.setenv("HOME", str(w.root))

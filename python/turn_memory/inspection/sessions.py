@@ -22,6 +22,11 @@ class Session:
     modified: float
 
     @property
+    def short_id(self) -> str:
+        """The id without DSH 0.2's `session-` prefix: what a user types the start of."""
+        return self.id.removeprefix("session-")
+
+    @property
     def is_user(self) -> bool:
         return self.origin != "subagent"
 
@@ -57,7 +62,7 @@ def by_id_or_prefix(home: Path, wanted: str) -> Path:
     exact = [s for s in sessions if s.id == wanted]
     if exact:
         return exact[0].path
-    matches = [s for s in sessions if s.id.startswith(wanted)]
+    matches = [s for s in sessions if s.id.startswith(wanted) or s.short_id.startswith(wanted)]
     if len(matches) == 1:
         return matches[0].path
     if not matches:

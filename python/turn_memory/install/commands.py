@@ -33,6 +33,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dsh", metavar="PATH", help="dsh executable to use (default: the Desktop wrapper next to "
                         "the home, else dsh on PATH; `turn-memory doctor` names the one the demo cached)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as one JSON object (schema turn-memory.install/1) instead of lines")
     add_level_flags(parser)
 
 
@@ -66,7 +68,7 @@ def add_install_commands(subparsers: argparse._SubParsersAction) -> None:
 def _options(args: argparse.Namespace, output: Output) -> Options:
     return Options(profile=args.profile, dsh_home=args.dsh_home, desktop=args.desktop, dsh=args.dsh,
                    dry_run=args.dry_run, out=output.write_line, err=output.error, quiet=args.quiet,
-                   verbose=args.verbose)
+                   verbose=args.verbose, json=args.json)
 
 
 def run_install(args: argparse.Namespace) -> int:

@@ -51,6 +51,8 @@ from .profile import (
 from .row_config import Merged, installed_config, leaves, merge_config, show
 
 TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
+#: the --json report of install and uninstall; fields are only ever added within version 1
+SCHEMA = "turn-memory.install/1"
 
 
 def default_engine_command() -> list[str]:
@@ -81,6 +83,8 @@ class Options:
     #: --quiet: only the verdict and errors; --verbose: every detail (the whole managed block)
     quiet: bool = False
     verbose: bool = False
+    #: print the report as one JSON object (SCHEMA) instead of lines
+    json: bool = False
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
 
 
@@ -183,17 +187,21 @@ class Context:
     paths: ProfilePaths
     dsh: Dsh
     backups: Backups
+    #: the --json report, filled in as the flow goes (SCHEMA)
+    report: dict[str, Any] = field(default_factory=dict)
 
     def say(self, line: str = "") -> None:
-        if not self.opts.quiet:
+        if not (self.opts.quiet or self.opts.json):
             self.opts.out(line)
 
     def detail(self, line: str = "") -> None:
-        if self.opts.verbose:
+        if self.opts.verbose and not self.opts.json:
             self.opts.out(line)
 
     def verdict(self, line: str) -> None:
-        self.opts.out(line)
+        self.report["verdict"] = line
+        if not self.opts.json:
+            self.opts.out(line)
 
 
 def parse_tree(text: str, what: str) -> list[dict[str, Any]]:
@@ -336,13 +344,32 @@ def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
 # ---- install ------------------------------------------------------------------------------
 
 
-def install(opts: Options) -> int:
+_USER_ERRORS = (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
+                resources.ResourceError)
+
+
+def _run(opts: Options, command: str, flow: Callable[[Context], int]) -> int:
+    """One flow with its errors in the one style; with --json the report as one object."""
+    report: dict[str, Any] = {"schema": SCHEMA, "command": command, "profile": opts.profile, "dry_run": opts.dry_run,
+                              "error": None}
     try:
-        return _install(_resolve(opts))
-    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
-            resources.ResourceError) as err:
-        opts.fail("install", str(err), getattr(err, "fix", None))
-        return getattr(err, "code", 1)
+        ctx = _resolve(opts)
+        ctx.report = report
+        report.update(home=str(ctx.paths.home), dsh={"path": str(ctx.dsh.location.path), "how": ctx.dsh.location.how})
+        code = flow(ctx)
+    except _USER_ERRORS as err:
+        fix = getattr(err, "fix", None)
+        opts.fail(command, str(err), fix)
+        report["error"] = {"message": str(err), "fix": fix}
+        code = getattr(err, "code", 1)
+    report.update(exit=code, ok=code == 0)
+    if opts.json:
+        opts.out(json.dumps(report, indent=2, ensure_ascii=False))
+    return code
+
+
+def install(opts: Options) -> int:
+    return _run(opts, "install", _install)
 
 
 def _install(ctx: Context) -> int:
@@ -368,6 +395,7 @@ def _install(ctx: Context) -> int:
         ctx.say(f"  would run: dsh plugin --profile {paths.name} add {paths.tarball_dir / name}")
         _say_config(ctx, merged)
         _say_plan(ctx, plan)
+        ctx.report.update(patch_file=str(paths.patch_file), block=split_block(new_text)[1], would_change=new_text != text0)
         if new_text == text0:
             ctx.say(f"  {paths.patch_file}: already holds exactly this block (no change)")
         else:
@@ -412,8 +440,7 @@ def _install(ctx: Context) -> int:
         plan, new_text = _plan(ctx, base, row, text0)
     except (InstallError, L.LayoutError, PatchFileError, DshError) as err:
         _rollback(ctx, backups, added_by_us)
-        opts.fail("install", f"{err}; rolled back", getattr(err, "fix", None))
-        return 1
+        raise InstallError(f"{err}; rolled back", fix=getattr(err, "fix", None)) from err
     _say_config(ctx, merged)
     _say_plan(ctx, plan)
 
@@ -545,6 +572,9 @@ def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: 
 
 
 def _say_config(ctx: Context, merged: Merged) -> None:
+    ctx.report["config"] = {"how": merged.how, "row": merged.config, "not_there": merged.not_there,
+                            "changes": [{"key": c.key, "kind": c.kind, "old": c.old, "new": c.new}
+                                        for c in merged.changes]}
     ctx.say(f"  config   : {merged.how}")
     for change in merged.changes:
         ctx.say(f"    {change.line()}")
@@ -554,6 +584,7 @@ def _say_config(ctx: Context, merged: Merged) -> None:
 
 def _say_plan(ctx: Context, plan: L.Plan) -> None:
     lay = plan.layout
+    ctx.report.update(layout=lay.kind, changes=list(plan.changes))
     if isinstance(lay, L.BundleLayout):
         ctx.say("  layout   : bundle (compaction-basic is reachable by id)")
     else:
@@ -572,6 +603,7 @@ def _verify(ctx: Context, profile: str, backups: Backups, check: Callable[[Any],
     except (InstallError, DshError) as err:
         verdict = L.Verdict(False, (f"FAIL {err}",))
     _say_files(ctx, backups)
+    ctx.report.update(verification=list(verdict.lines), warnings=list(verdict.warnings))
     ctx.say("  verification (dsh --dump-config after writing):")
     for line in verdict.lines:
         ctx.say(f"    {line}")
@@ -581,6 +613,7 @@ def _verify(ctx: Context, profile: str, backups: Backups, check: Callable[[Any],
 
 
 def _say_files(ctx: Context, backups: Backups) -> None:
+    ctx.report["files"] = [{"path": str(p), "backup": str(b) if b else None} for p, b in backups.made.items()]
     if backups.made:
         ctx.say("  files edited:")
         for line in backups.lines():
@@ -603,11 +636,7 @@ def _rollback(ctx: Context, backups: Backups, added_by_us: bool) -> None:
 
 
 def uninstall(opts: Options) -> int:
-    try:
-        return _uninstall(_resolve(opts))
-    except (InstallError, PatchFileError, L.LayoutError, DshError, LocateError) as err:
-        opts.fail("uninstall", str(err), getattr(err, "fix", None))
-        return getattr(err, "code", 1)
+    return _run(opts, "uninstall", _uninstall)
 
 
 def _uninstall(ctx: Context) -> int:

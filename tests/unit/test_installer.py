@@ -290,7 +290,7 @@ def test_a_config_typo_is_refused_before_anything_changes(bundle_world: World, c
             "--set", "compaction.retainTurns=2", "--set", "turns.enabeld=false"]
     assert cli_main(argv) == 1
     err = capsys.readouterr().err
-    assert err.startswith("turn-memory install: error: invalid turn-memory config in the config: "
+    assert err.startswith("turn-memory install: error: invalid turn-memory config: "
                           "unknown key turns.enabeld (did you mean turns.enabled?); nothing was changed (fix: "), err
     fix = printed_fix(err)
     assert fix == shlex.join(["turn-memory", "install", "--profile", "headless", "--dsh", str(w.dsh), "--shim-dir",

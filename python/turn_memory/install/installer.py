@@ -35,9 +35,9 @@ from .pack import PackError, PackResult, pack_shim, tarball_name
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
 from .patchyaml import load_entry_list
 from .profile import (
+    SHIPPED_PROFILES,
     Dsh,
     DshError,
-    SHIPPED_PROFILES,
     DshLocation,
     LocateError,
     ProfilePaths,
@@ -80,13 +80,12 @@ class Options:
     out: Callable[[str], None] = print
     #: where an error goes, as (message, fix); default: one line in `out`
     err: Callable[[str, str | None], None] | None = None
-    #: --quiet: only the verdict and errors; --verbose: every detail (the whole managed block)
+    #: --quiet: only the verdict and errors; --verbose: every detail
     quiet: bool = False
     verbose: bool = False
     #: print the report as one JSON object (SCHEMA) instead of lines
     json: bool = False
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
-
 
     def fail(self, command: str, message: str, fix: str | None) -> None:
         if self.err is not None:
@@ -558,8 +557,8 @@ def check_row_config(merged: Merged, opts: Options) -> None:
             drop.update(mine)
     fixed = opts.invocation.install(*opts.own_flags(), *_config_options(opts, drop=frozenset(drop), rename=rename,
                                                                         unset=unset, sets=sets))
-    where = "the installed row" if unset and not drop and not rename else "the config"
-    raise InstallError(f"invalid turn-memory config in {where}: {'; '.join(p.message for p in problems)}; "
+    where = " in the installed row" if unset and not drop and not rename else ""
+    raise InstallError(f"invalid turn-memory config{where}: {'; '.join(p.message for p in problems)}; "
                        "nothing was changed", fix=fixed)
 
 

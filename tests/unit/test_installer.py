@@ -17,7 +17,6 @@ import pytest
 
 from installer_world import (
     DEFAULT_PATCH_TEXT,
-    FIXED_NOW,
     OUR_COMMAND,
     World,
     bundle_world,

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -119,9 +118,11 @@ def run_demo(args: argparse.Namespace) -> int:
             return out.fail(f"/compact wrote no checkpoint; see {engine_log}")
         out.say("")
         out.say("next:")
-        out.say(f"  the same report, from the log on disk:  {render(['turn-memory', 'inspect', '--dsh-home', str(root)])}")
+        inspect = render(["turn-memory", "inspect", "--dsh-home", str(root)])
+        own = render(["turn-memory", "install", "--profile", "headless", "--dsh", str(wrapper)])
+        out.say(f"  the same report, from the log on disk:  {inspect}")
         out.say(f"  the engine's log (names session and turn): {engine_log}")
-        out.say(f"  this DSH for your own profiles:  {render(['turn-memory', 'install', '--profile', 'headless', '--dsh', str(wrapper)])}")
+        out.say(f"  this DSH for your own profiles:  {own}")
         out.result(f"  the throwaway home takes {_du(root) / 1e6:.0f} MB; remove it with:  "
                    + (f'rmdir /s /q "{root}"' if os.name == "nt" else render(["rm", "-rf", str(root)])))
         if args.json:

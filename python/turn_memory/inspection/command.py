@@ -101,7 +101,8 @@ def run_list(args: argparse.Namespace, out: Output) -> int:
     for path in unreadable:
         out.say(f"  (unreadable: {path})")
     if shown:
-        out.say(f"inspect one by its id or the start of it: {render(['turn-memory', 'inspect', shown[0].short_id[:8], *_home_flag(args)])}")
+        example = render(["turn-memory", "inspect", shown[0].short_id[:8], *_home_flag(args)])
+        out.say(f"inspect one by its id or the start of it: {example}")
     return EXIT_WHOLE
 
 

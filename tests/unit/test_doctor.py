@@ -288,3 +288,23 @@ def test_node_is_checked_where_dsh_runs_it_and_the_demos_dsh_is_offered(bundle_w
         in out, out
     assert f"  OK    dsh: dsh 0.1.0-rc.8 at {wrapper} (found via --dsh); rc8 dialect (tested end to end)\n" in out
     assert "  FAIL  profile headless: live engine: turn-memory is not a live compaction engine" in out
+
+
+def test_quiet_keeps_the_problems_and_verbose_adds_the_environment(bundle_world, capsys, monkeypatch, tmp_path):
+    from turn_memory import __version__
+    from turn_memory.cli import main
+
+    node = tmp_path / "node22" / "node"
+    node.parent.mkdir()
+    node.write_text("#!/bin/sh\necho v22.23.5\n")
+    node.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{node.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("DSH_HOME", "")
+    flags = ["--profile", "headless", "--dsh-home", str(bundle_world.home), "--dsh", str(bundle_world.dsh), "--no-bridge"]
+    assert main(["doctor", *flags, "--quiet"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["  FAIL  profile headless", "        fix", "verdict"], lines
+    assert lines[-1] == "verdict: 1 problem(s), 0 warning(s); run the fixes above"
+    assert main(["doctor", *flags, "--verbose"]) == 1
+    out = capsys.readouterr().out
+    assert f"  turn-memory {__version__} on Python " in out and "  OK    node: node v22.23.5\n" in out

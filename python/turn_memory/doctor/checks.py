@@ -32,6 +32,7 @@ from turn_memory.install.profile import (
 )
 from turn_memory.paths import expand_path
 
+
 def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocation | None,
                cached: Mapping[str, Path], inv: Invocation) -> Finding:
     """The node DSH runs with: the one on PATH, or the one a cached-DSH wrapper puts first."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,22 +287,33 @@ def check_config(data: Any) -> EngineConfig:
     return EngineConfig.model_validate(data if data is not None else {})
 
 
-def suggested_sets(problems: list[ConfigProblem]) -> str:
-    """`--set` options that say what each misspelled key most likely meant ("" if none)."""
+def suggested_sets(problems: list[ConfigProblem]) -> list[str]:
+    """`--set NEAREST=VALUE` options that say what each misspelt key most likely meant."""
     leaves = {k.name for k in config_keys()}
-    return " ".join(f"--set {p.nearest}={_yaml_scalar(p.value)}" for p in problems
-                    if p.nearest in leaves and not isinstance(p.value, (dict, list)))
+    out: list[str] = []
+    for p in problems:
+        if p.nearest in leaves and not isinstance(p.value, (dict, list)):
+            out += ["--set", f"{p.nearest}={_yaml_scalar(p.value)}"]
+    return out
+
+
+def fix_options(problems: list[ConfigProblem]) -> list[str]:
+    """`install` options that fix a row's config: each misspelt key's value under its nearest
+    name, and every bad key removed (`--unset`: back to its default; install keeps the rest)."""
+    unsets: list[str] = []
+    for p in problems:
+        unsets += ["--unset", p.key] if p.key else ["--replace-config"]
+    return suggested_sets(problems) + list(dict.fromkeys(unsets))
 
 
 def config_fix(problems: list[ConfigProblem], profile: str = "NAME") -> str:
     """How to fix the problems: the edit, and the install command that writes a valid config."""
     renames = [p for p in problems if p.nearest]
-    sets = suggested_sets(problems)
     edit = "; ".join(f"rename {p.key} to {p.nearest}" for p in renames) or "correct " + ", ".join(
         p.key or "the config" for p in problems)
-    install = f"turn-memory install --profile {profile}" + (f" {sets}" if sets else " --set KEY=VALUE")
-    return (f"{edit} in the turn-memory row's config (the profile's cordis.patch.yml), or re-run `{install}` "
-            "(install writes the row's whole config from its --set values); `turn-memory config` lists every key")
+    install = shlex.join(["turn-memory", "install", "--profile", profile, *fix_options(problems)])
+    return (f"{edit} in the turn-memory row's config (the profile's cordis.patch.yml), or run `{install}` "
+            "(install keeps the row's other keys); `turn-memory config` lists every key")
 
 
 # ---- the README's table -------------------------------------------------------------------
@@ -339,15 +351,46 @@ def replace_table(readme: str) -> str:
 
 # ---- `turn-memory config` ---------------------------------------------------------------
 
+UNIT_RULE = ("times: keys of the `engine` section end in `Ms` (milliseconds: the JS shim reads them, with "
+             "Node's timers); every other key ends in `S` (seconds: the Python engine reads them)")
+CONFIG_SCHEMA = "turn-memory.config/1"
+
+
+def _section_of(key: str) -> str:
+    return key.split(".")[0] if "." in key else ""
+
+
+def terminal_view(width: int = 100) -> str:
+    """Every key grouped by section: `key = default`, its meaning wrapped under it."""
+    import textwrap
+
+    docs = {name: (info.annotation.__doc__ or "").strip() for name, info in EngineConfig.model_fields.items()
+            if _is_section(info.annotation)}
+    lines = ["Every key of the turn-memory row's config, with its default. Set one with",
+             "`turn-memory install --profile NAME --set KEY=VALUE`; a re-install keeps the others.",
+             *textwrap.wrap(UNIT_RULE[0].upper() + UNIT_RULE[1:] + ".", width)]
+    section = None
+    for key in config_keys():
+        here = _section_of(key.name)
+        if here != section:
+            section = here
+            lines += ["", f"{here or 'top level'}: {docs.get(here, 'the engine as a whole')}"]
+        default = "(unset)" if key.default is None else format_default(key.default).strip("`")
+        lines.append(f"  {key.name} = {default}")
+        lines += textwrap.wrap(key.description, width, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines) + "\n"
+
 
 def add_config_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("config", help="list every config key of the turn-memory row, with default and meaning",
                        description="Every key `turn-memory install --set KEY=VALUE` accepts, its default and what it "
-                                   "does (the README's configuration table), from the one model the engine, the "
-                                   "installer and doctor validate with.")
+                                   "does, from the one model the engine, the installer and doctor validate with. "
+                                   + UNIT_RULE + ".",
+                       epilog="exit status: 0; 2 bad usage.")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--markdown", action="store_true", help="print the README's Markdown table (the default)")
-    fmt.add_argument("--json", action="store_true", help="print {key: default} as JSON")
+    fmt.add_argument("--markdown", action="store_true", help="print the README's Markdown table")
+    fmt.add_argument("--json", action="store_true",
+                     help=f"print every key with its default and meaning as JSON (schema {CONFIG_SCHEMA})")
     fmt.add_argument("--write-readme", metavar="README", type=Path,
                      help="rewrite the table between the config-table markers of this README")
     p.set_defaults(func=_run_config)
@@ -355,11 +398,16 @@ def add_config_commands(sub: argparse._SubParsersAction) -> None:
 
 def _run_config(args: argparse.Namespace) -> int:
     if args.json:
-        print(json.dumps({k.name: k.default for k in config_keys()}, indent=2))
+        keys = [{"key": k.name, "default": k.default, "meaning": k.description} for k in config_keys()]
+        print(json.dumps({"schema": CONFIG_SCHEMA, "units": UNIT_RULE, "keys": keys}, indent=2))
     elif args.write_readme:
         text = args.write_readme.read_text(encoding="utf-8")
         args.write_readme.write_text(replace_table(text), encoding="utf-8")
         print(f"wrote the configuration table into {args.write_readme}")
-    else:
+    elif args.markdown:
         print(markdown_table(), end="")
+    else:
+        import shutil
+
+        print(terminal_view(min(shutil.get_terminal_size((100, 24)).columns, 120) - 2), end="")
     return 0

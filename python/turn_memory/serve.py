@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from turn_memory.bridge.server import BridgeServer
+from turn_memory.cli_output import error_text
 from turn_memory.engine import Engine
+from turn_memory.paths import expand_path
 
 READY = "TURN_MEMORY_READY"
 #: how long the engine may take to stop once its stdin closed before it exits regardless
@@ -142,8 +144,8 @@ def run(args: argparse.Namespace) -> int:
     utf8_stdio(sys.stdout, sys.stderr)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if args.log_file:
-        # `~`: the shim starts the engine without a shell, so nothing else expands it (doctor reads it expanded)
-        log_file = Path(args.log_file).expanduser()
+        # the shim passes engine.logFile as an argument: no shell has expanded `~` or $VARS
+        log_file = expand_path(args.log_file)
         try:
             log_file.parent.mkdir(parents=True, exist_ok=True)
             file_handler = logging.FileHandler(log_file, encoding="utf-8")
@@ -158,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
     secret = os.environ.get("TURN_MEMORY_SECRET")
     if not secret:
         if not args.print_secret:
-            print("turn-memory serve: set TURN_MEMORY_SECRET (the shim does) or pass --print-secret", file=sys.stderr)
+            print(error_text("serve", "TURN_MEMORY_SECRET is not set (DSH's shim sets it when it starts the engine)",
+                             "turn-memory serve --print-secret"), file=sys.stderr)
             return 2
         secret = secrets.token_hex(24)
         print(f"TURN_MEMORY_SECRET {secret}", flush=True)
@@ -173,12 +176,14 @@ def run(args: argparse.Namespace) -> int:
 def add_serve_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the engine for one DSH process (the shim starts this)",
                        description="Run the turn-memory engine behind a ZeroMQ ROUTER. Normally started by the "
-                                   "DSH shim, which passes --endpoint and TURN_MEMORY_SECRET.")
+                                   "DSH shim, which passes --endpoint and TURN_MEMORY_SECRET.",
+                       epilog="exit status: 0 stopped (its stdin closed, or Ctrl-C); 2 no TURN_MEMORY_SECRET (and "
+                              "no --print-secret), or bad usage.")
     p.add_argument("--endpoint", help="ZeroMQ endpoint to bind (ipc://PATH or tcp://127.0.0.1:*)")
     p.add_argument("--transport", choices=["auto", "ipc", "tcp"], default="auto",
                    help="transport when --endpoint is not given (auto: ipc, tcp on Windows)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--log-file", help="also append the engine log to this file")
+    p.add_argument("--log-file", help="also append the engine log to this file (`~` and $VARS are expanded)")
     p.add_argument("--no-stdin-watch", action="store_true", help="do not exit when stdin closes")
     p.add_argument("--print-secret", action="store_true", help="generate a secret and print it (manual testing)")
     p.set_defaults(func=run)

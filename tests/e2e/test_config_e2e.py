@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 
 import pytest
@@ -60,18 +61,23 @@ def test_a_config_typo_is_named_once_fails_open_and_doctor_and_install_name_the_
     assert proc.returncode == 1, found
     config = found["profile tm: config"]
     assert config["status"] == "fail" and "unknown key turns.enabeld (did you mean turns.enabled?)" in config["detail"]
-    assert "turn-memory install --profile tm --set turns.enabled=false" in config["fix"], config
+    where = ["--profile", "tm", "--dsh-home", str(home.root), "--dsh", str(home.runtime.dsh)]
+    assert config["fix"] == shlex.join(["turn-memory", "install", *where, "--set", "turns.enabled=false",
+                                        "--unset", "turns.enabeld"]), config
 
-    # install refuses to write the typo, and changes nothing
+    # install refuses to write a typo, and changes nothing: it would keep the row's misspelt key
     before = snapshot(home)
-    refused = home.install_turn_memory("--set", "turns.enabeld=false", cli=tm_cli, check=False)
+    refused = home.install_turn_memory("--set", "turns.enabled=false", cli=tm_cli, check=False)
     assert refused.returncode == 1, refused.stdout
-    assert "unknown key turns.enabeld (did you mean turns.enabled?)" in refused.stdout
-    assert "nothing was changed" in refused.stdout
+    assert "error: invalid turn-memory config in the installed row: unknown key turns.enabeld (did you mean " \
+           "turns.enabled?); nothing was changed" in refused.stderr, refused.stderr
     assert snapshot(home) == before
 
-    # the fix doctor named works
-    home.install_turn_memory("--set", "turns.enabled=false", cli=tm_cli)
+    # the fix doctor printed works as printed
+    fixed = subprocess.run([tm_cli, *shlex.split(config["fix"])[1:]], cwd=home.workspace, env=home.env(),
+                           capture_output=True, text=True, timeout=300)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert "    removed  turns.enabeld = false  (--unset)" in fixed.stdout
     proc = subprocess.run([tm_cli, "doctor", "--profile", "tm", "--dsh-home", str(home.root), "--dsh",
                            str(home.runtime.dsh), "--json"], cwd=home.workspace, env=home.env(),
                           capture_output=True, text=True, timeout=300)

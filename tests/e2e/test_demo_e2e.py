@@ -1,4 +1,5 @@
-"""The README's main job: `turn-memory demo` on the embedded scripted model."""
+"""The README's main job: `turn-memory demo` on the embedded scripted model, on each real DSH
+host; its summary is `inspect`'s report of the same home, turn by turn."""
 
 from __future__ import annotations
 
@@ -10,16 +11,42 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-def test_demo_compresses_turns_and_compacts(tmp_path, host_runtime, tm_cli):
-    out = subprocess.run([tm_cli, "demo", "--host", host_runtime.host, "--home", str(tmp_path / "home"), "--json"],
+def test_the_demo_shows_the_feature_and_agrees_with_inspect(tmp_path, host_runtime, tm_cli):
+    home = tmp_path / "home"
+    out = subprocess.run([tm_cli, "demo", "--host", host_runtime.host, "--dsh-home", str(home), "--json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert f"host: DSH {host_runtime.version}" in out.stdout
-    assert "turn 1: landed (" in out.stdout and "-> 2 nodes" in out.stdout
-    assert "Compacted" in out.stdout
-    summary = json.loads(out.stdout.strip().splitlines()[-1])
-    (raw, _), (final, _) = summary["raw"], summary["final"]
-    assert final < raw and "[turn-memory checkpoint]" in summary["checkpoint"]
-    # the last turn reads turn 1's original back, although it was compressed and then folded
-    read_back = out.stdout.split("read turn 1 back with read_session_history:", 1)[1]
-    assert "turn-memory: landed" in read_back and "printf '# zstd" in read_back
+    text, summary = out.stdout.rsplit("\n", 2)[0], json.loads(out.stdout.strip().splitlines()[-1])
+    assert f"a real DSH {host_runtime.version} session" in text
+    assert "[1/3] installed turn-memory" in text and "verdict: installed" not in text  # its report: --verbose
+
+    # one report: the demo's is inspect's, turn by turn, and its screen prints those figures
+    proc = subprocess.run([tm_cli, "inspect", "--dsh-home", str(home), "--json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    inspected = json.loads(proc.stdout)
+    assert summary["inspect"]["turns"] == inspected["turns"]
+    assert (summary["inspect"]["surface"], summary["inspect"]["savings"], summary["inspect"]["checkpoints"]) == (
+        inspected["surface"], inspected["savings"], inspected["checkpoints"])
+    for turn in inspected["turns"]:
+        after = turn["after"]
+        assert f"{after['nodes']:>2} msgs ~{after['tokens']:>5,} tok" in text, turn
+
+    states = {t["turn"]: t["state"] for t in inspected["turns"]}
+    assert states[1] == "compressed" and states[2] == "no-op", states  # the big turn, and a small one left as is
+    assert "pending" not in states.values() and "open" not in states.values(), states
+    (checkpoint,) = inspected["checkpoints"]
+    assert checkpoint["shadowed"]["turns"] == [1, 4] and checkpoint["tokens"] < checkpoint["shadowed"]["tokens"] / 2
+    assert "/compact folded turns 1-4" in text and "turn 1 before (5 msgs" in text
+
+    # per-turn requests and cost; what the model sees against the raw log; how to leave
+    by_turn = summary["requests"]["by_turn"]
+    assert by_turn["1"]["worker_requests"] >= 1 and by_turn["2"]["worker_requests"] == 0
+    assert by_turn["/compact"]["worker_requests"] >= 1 and summary["requests"]["total_usd"] > 0
+    assert f"the model now sees {inspected['surface']['nodes']} messages" in text
+    assert f"remove it with:  rm -rf {home}" in text
+    assert f"turn-memory install --profile headless --dsh {host_runtime.root.parent / 'bin' / ('dsh-' + host_runtime.version)}" \
+        in text  # the DSH the demo ran, for the user's own profiles
+
+    # nothing was lost: turn 6 read turn 1's original back although it was compressed and then folded
+    assert "cat > notes.md <<'EOF'" in summary["read_back"] and "turn-memory: landed" in summary["read_back"]

@@ -125,5 +125,27 @@ def test_config_command_prints_the_table_and_the_defaults(capsys):
     assert main(["config", "--markdown"]) == 0
     assert capsys.readouterr().out == markdown_table()
     assert main(["config", "--json"]) == 0
-    defaults = json.loads(capsys.readouterr().out)
-    assert defaults["turns.enabled"] is True and defaults["engine.command"] == ["turn-memory", "serve"]
+    listed = json.loads(capsys.readouterr().out)
+    by_key = {k["key"]: k for k in listed["keys"]}
+    assert listed["schema"] == "turn-memory.config/1" and len(by_key) == len(list(config_keys()))
+    assert by_key["turns.enabled"] == {"key": "turns.enabled", "default": True,
+                                       "meaning": "compress every completed turn of user sessions"}
+    assert by_key["engine.command"]["default"] == ["turn-memory", "serve"]
+
+
+def test_config_reads_in_a_terminal_with_the_unit_rule(capsys):
+    from turn_memory.cli import main
+
+    assert main(["config"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120  # no 300-column table rows
+    assert "Times: keys of the `engine` section end in `Ms` (milliseconds" in out.replace("\n", " ")
+    assert "\nturns: Per-turn compression (design D-007, D-008).\n  turns.enabled = true\n      compress every " \
+           "completed turn of user sessions\n" in out
+    # the rule holds for every key: Ms only in the shim's section, S elsewhere
+    for key in config_keys():
+        last = key.name.split(".")[-1]
+        if last.endswith("Ms"):
+            assert key.name.startswith("engine."), key.name
+        if key.name.startswith("engine."):
+            assert not last.endswith("S") or last.endswith("Ms"), key.name

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -243,12 +246,70 @@ def test_json_output_schema_and_exit_status(tmp_path, capsys):
     assert "DAMAGE (truncated-frame at byte" in out and "log: DAMAGED" in out
 
     assert main(["inspect", "no-such-session", "--dsh-home", str(home)]) == 1
-    assert "no session log for 'no-such-session'" in capsys.readouterr().err
+    assert capsys.readouterr().err == (f"turn-memory inspect: error: no session 'no-such-session' (an id, or the "
+                                       f"start of one) under {home} (fix: turn-memory inspect --list --dsh-home {home})\n")
     junk = tmp_path / "junk" / "session.jsonl.zstd"
     junk.parent.mkdir()
     junk.write_bytes(b"not zstd at all" * 10)
     assert main(["inspect", str(junk)]) == 1
-    assert "not a readable DSH session log" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith(f"turn-memory inspect: error: {junk} is not a readable DSH session log")
+
+
+def session_home(tmp_path: Path) -> Path:
+    """Three sessions: two of the user's (ids sharing a start once 0.2's `session-` is left off)
+    and a worker's, oldest first."""
+    home = tmp_path / "home"
+    for n, (sid, origin) in enumerate([("a1f0-user", None), ("session-a1f7-user", None), ("b2c3-worker", "subagent")]):
+        header = {**HEADER, "id": sid, **({"origin": origin} if origin else {})}
+        path = home / "sessions" / "--w--" / sid / "session.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [header, *landed_log(RC8)]))
+        os.utime(path, (1_700_000_000 + n * 60, 1_700_000_000 + n * 60))
+    return home
+
+
+def test_list_the_sessions_and_name_one_by_the_start_of_its_id(tmp_path, capsys):
+    home = session_home(tmp_path)
+    assert main(["inspect", "--list", "--dsh-home", str(home)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (f"2 session(s) under {home}, newest first; 1 subagent session(s) (turn-memory's workers) "
+                        "not shown: --all lists them")
+    assert [line.split()[0] for line in lines[1:3]] == ["session-a1f7-user", "a1f0-user"]
+    assert lines[3] == f"inspect one by its id or the start of it: turn-memory inspect a1f7-use --dsh-home {home}"
+    assert main(["inspect", "--list", "--all", "--json", "--dsh-home", str(home)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["schema"] == "turn-memory.sessions/1"
+    assert [(s["id"], s["origin"]) for s in listed["sessions"]] == [
+        ("b2c3-worker", "subagent"), ("session-a1f7-user", None), ("a1f0-user", None)]
+
+    assert main(["inspect", "a1f0", "--dsh-home", str(home), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["session"]["id"] == "a1f0-user"
+    assert main(["inspect", "a1f7", "--dsh-home", str(home), "--json"]) == 0  # without `session-`
+    assert json.loads(capsys.readouterr().out)["session"]["id"] == "session-a1f7-user"
+    assert main(["inspect", "b2", "--dsh-home", str(home), "--quiet"]) == 0  # a worker's, named explicitly
+    quiet = capsys.readouterr().out.splitlines()
+    assert len(quiet) == 3 and quiet[1].startswith("  surface now: ") and quiet[2] == "  log: whole"
+    assert main(["inspect", "a1f", "--dsh-home", str(home)]) == 1
+    assert capsys.readouterr().err == (
+        f"turn-memory inspect: error: 'a1f' is the start of 2 session ids under {home}: session-a1f7-user (user), a1f0-user "
+        f"(user) (fix: turn-memory inspect --list --dsh-home {home})\n")
+
+
+def test_a_reader_that_leaves_early_ends_the_output_without_a_traceback(tmp_path):
+    """`turn-memory doctor --json | head -1` and friends: stdout is a pipe nobody reads any more.
+    No BrokenPipeError traceback; the command exits with its own status."""
+    home = session_home(tmp_path)
+    for argv, status in ((["inspect", "--list", "--all", "--dsh-home", str(home)], 0), (["config"], 0),
+                         (["inspect", "a1f0", "--dsh-home", str(home), "--json"], 0),
+                         (["inspect", "--dsh-home", str(home), "a1f0", "--verbose"], 0)):
+        read, write = os.pipe()
+        os.close(read)  # the reader has left before the first write
+        try:
+            proc = subprocess.run([sys.executable, "-m", "turn_memory", *argv], stdout=write, stderr=subprocess.PIPE,
+                                  text=True, timeout=60)
+        finally:
+            os.close(write)
+        assert (proc.returncode, proc.stderr) == (status, ""), argv
 
 
 def test_progress_bar_only_for_large_logs_on_a_terminal():

@@ -1,31 +1,37 @@
-"""`turn-memory install` / `uninstall` against a fake `dsh` (no real DSH, no pnpm).
-
-The fake (fixtures/installer/fake_dsh.py) composes `--dump-config` from the
-bundle patch files the way DSH does and logs `plugin add/remove` calls. Two
-profiles: an rc8 bundle profile (dsh-base + dsh-headless, real patch files
-copied from the 0.1.0-rc.8 packages) and a DSH-Desktop-like tree under a
-"DeepSeek Harness" folder whose engine sits inside preset-standard.
-"""
+"""`turn-memory install` / `uninstall` against a fake `dsh` (no real DSH, no pnpm): see installer_world."""
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import io
 import json
 import os
+import shlex
+import subprocess
 import sys
 import tarfile
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PureWindowsPath
 
 import pytest
 
+from installer_world import (
+    DEFAULT_PATCH_TEXT,
+    OUR_COMMAND,
+    World,
+    bundle_world,
+    desktop_world,
+    find_row,
+    our_row,
+    printed_fix,
+    run_printed,
+    snapshot,
+    write_shim,
+)
 from turn_memory.cli import main as cli_main
 from turn_memory.install import layout as L
 from turn_memory.install import patchfile, patchyaml
-from turn_memory.install.installer import Options, install, uninstall
+from turn_memory.install.installer import install, uninstall
 from turn_memory.install.pack import build_tarball, pack_shim
 from turn_memory.install.profile import (
     DshLocation,
@@ -35,150 +41,9 @@ from turn_memory.install.profile import (
     resolve_dsh,
     resolve_home,
 )
+from turn_memory.paths import expand_path
 
-FIX = Path(__file__).parent / "fixtures" / "installer"
-DESKTOP_FIX = FIX / "desktop"
-RC8_BUNDLES = {
-    "@deepseek-ai/dsh-base": str(FIX / "dsh-base.cordis.patch.yml"),
-    "@deepseek-ai/dsh-headless": str(FIX / "dsh-headless.cordis.patch.yml"),
-}
-DESKTOP_BUNDLES = {
-    "@deepseek-ai/dsh-base": str(FIX / "dsh-base.cordis.patch.yml"),
-    "@deepseek-ai/dsh-web-app": [
-        str(DESKTOP_FIX / "dsh-web-app.cordis.patch.yml"),
-        str(DESKTOP_FIX / "dsh-web-app.presets.standard.patch.yml"),
-    ],
-    "dsh-gitbash-shell": str(DESKTOP_FIX / "dsh-gitbash-shell.cordis.patch.yml"),
-}
-DEFAULT_PATCH_TEXT = (
-    "# Your patch layer for this dsh profile, applied after every bundle layer:\n"
-    "# a top-level YAML array of loader patch entries (id-targeted config\n"
-    "# overrides, disables, and insert lists; `!!js` expressions allowed).\n"
-    "[]\n"
-)
-OUR_COMMAND = [str(Path(sys.executable).absolute()), "-m", "turn_memory", "serve"]
-FIXED_NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
-
-
-# ---- fixtures ---------------------------------------------------------------------------------
-
-
-def write_fake_dsh(dest: Path, conf: dict) -> Path:
-    """Copy the fake next to its config; the shebang points at this interpreter."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    body = (FIX / "fake_dsh.py").read_text(encoding="utf-8").split("\n", 1)[1]
-    dest.write_text(f"#!{sys.executable}\n{body}", encoding="utf-8")
-    dest.chmod(0o755)
-    (dest.parent / "fake_dsh.json").write_text(json.dumps(conf), encoding="utf-8")
-    return dest
-
-
-def write_shim(root: Path) -> Path:
-    (root / "lib").mkdir(parents=True)
-    (root / "package.json").write_text(
-        json.dumps({"name": "dsh-turn-memory", "version": "0.1.0", "type": "module", "main": "lib/index.js",
-                    "dependencies": {"zeromq": "^6.0.0"}}, indent=2),
-        encoding="utf-8",
-    )
-    (root / "README.md").write_text("# dsh-turn-memory\n", encoding="utf-8")
-    (root / "lib" / "index.js").write_text("export default class TurnMemory {}\n", encoding="utf-8")
-    (root / "lib" / "bridge.js").write_text("export const bridge = 1;\n", encoding="utf-8")
-    (root / "node_modules").mkdir()  # must not be packed
-    (root / "node_modules" / "junk.js").write_text("nope\n", encoding="utf-8")
-    return root
-
-
-def write_profile(pdir: Path, bundles: list[str], patch_text: str, *, crlf: bool = False) -> None:
-    pdir.mkdir(parents=True)
-    (pdir / "package.json").write_text(
-        json.dumps({"name": f"dsh-profile-{pdir.name}", "private": True, "dependencies": {},
-                    "dsh": {"profile": {"bundles": bundles}}}, indent=2) + "\n",
-        encoding="utf-8",
-    )
-    (pdir / "cordis.yml").write_text("[]\n", encoding="utf-8")
-    (pdir / "pnpm-workspace.yaml").write_text("packages:\n  - .\n\nnodeLinker: hoisted\n", encoding="utf-8")
-    data = patch_text.replace("\n", "\r\n") if crlf else patch_text
-    (pdir / "cordis.patch.yml").write_bytes(data.encode("utf-8"))
-
-
-@dataclass
-class World:
-    root: Path
-    home: Path
-    profile: str
-    dsh: Path
-    shim: Path
-    log: Path
-
-    @property
-    def pdir(self) -> Path:
-        return self.home / "profiles" / self.profile
-
-    @property
-    def patch_file(self) -> Path:
-        return self.pdir / "cordis.patch.yml"
-
-    def conf(self, **changes: object) -> None:
-        path = self.dsh.parent / "fake_dsh.json"
-        conf = json.loads(path.read_text(encoding="utf-8"))
-        conf.update(changes)
-        path.write_text(json.dumps(conf), encoding="utf-8")
-
-    def dump(self) -> list[dict]:
-        result = default_runner(self.dsh, ["--profile", self.profile, "--dump-config"],
-                                {**os.environ, "DSH_HOME": str(self.home)}, None, 60)
-        assert result.returncode == 0, result.stderr
-        return patchyaml.load_entry_list(result.stdout, what="dump")
-
-    def plugin_calls(self) -> list[list[str]]:
-        if not self.log.exists():
-            return []
-        calls = [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-        return [c["argv"] for c in calls if c["argv"][:1] == ["plugin"]]
-
-    def options(self, out: list[str], **kw: object) -> Options:
-        base = dict(profile=self.profile, dsh_home=str(self.home), dsh=str(self.dsh), shim_dir=self.shim,
-                    env={**os.environ, "DSH_HOME": ""}, out=out.append, now=lambda: FIXED_NOW)
-        base.update(kw)
-        return Options(**base)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def bundle_world(tmp_path: Path) -> World:
-    home = tmp_path / "dsh-home"
-    log = tmp_path / "dsh-calls.jsonl"
-    dsh = write_fake_dsh(tmp_path / "bin" / "dsh", {"bundles": RC8_BUNDLES, "log": str(log)})
-    write_profile(home / "profiles" / "headless", ["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"],
-                  DEFAULT_PATCH_TEXT)
-    return World(tmp_path, home, "headless", dsh, write_shim(tmp_path / "shim-js"), log)
-
-
-@pytest.fixture
-def desktop_world(tmp_path: Path) -> World:
-    install_dir = tmp_path / "DeepSeek Harness"
-    home = install_dir / "home"
-    log = tmp_path / "dsh-calls.jsonl"
-    wrapper = write_fake_dsh(install_dir / "resources" / "runtime" / "cli" / "bin" / "dsh.cmd",
-                             {"bundles": DESKTOP_BUNDLES, "log": str(log)})
-    write_profile(home / "profiles" / "desktop", list(DESKTOP_BUNDLES),
-                  (DESKTOP_FIX / "profile.cordis.patch.yml").read_text(encoding="utf-8"), crlf=True)
-    return World(tmp_path, home, "desktop", wrapper, write_shim(tmp_path / "shim-js"), log)
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def our_row(extra: dict | None = None) -> dict:
-    config: dict = {"engine": {"command": OUR_COMMAND}}
-    config.update(extra or {})
-    return {"id": "turn-memory", "name": "dsh-turn-memory", "config": config}
-
-
-def find_row(rows: list[dict], row_id: str) -> dict:
-    return next(r for r in rows if r.get("id") == row_id)
-
+__all__ = ["bundle_world", "desktop_world"]  # fixtures, used by name
 
 # ---- pure helpers -----------------------------------------------------------------------------
 
@@ -374,6 +239,22 @@ def test_plugin_add_failure_leaves_patch_alone(bundle_world: World) -> None:
     assert w.patch_file.read_text() == DEFAULT_PATCH_TEXT
 
 
+def test_a_failed_plugin_add_names_a_node_too_old_for_dsh(bundle_world: World, tmp_path: Path) -> None:
+    """pnpm runs on the `node` on PATH: Node 20 there is the cause, said with the one requirement."""
+    w = bundle_world
+    w.conf(plugin_fail=True)
+    old_node = tmp_path / "node20" / "node"
+    old_node.parent.mkdir()
+    old_node.write_text("#!/bin/sh\necho v20.20.2\n")
+    old_node.chmod(0o755)
+    out: list[str] = []
+    env = {**os.environ, "DSH_HOME": "", "PATH": f"{old_node.parent}{os.pathsep}{os.environ['PATH']}"}
+    assert install(w.options(out, env=env)) == 1
+    (error,) = [line for line in out if ": error: " in line]
+    assert error.startswith("turn-memory install: error: dsh plugin add failed (1) (node v20.20.2 is older than "
+                            "22.19; DSH needs Node >= 22.19 on PATH"), error
+
+
 def test_reinstall_without_dump_default_config(bundle_world: World) -> None:
     """A dsh without --dump-default-config: the block is removed (backed up) before dumping."""
     w = bundle_world
@@ -399,23 +280,186 @@ def test_cli_entry_point(bundle_world: World, capsys: pytest.CaptureFixture[str]
 def test_a_config_typo_is_refused_before_anything_changes(bundle_world: World, capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """`--set turns.enabeld=false` would make the engine refuse every handshake: refused here,
-    naming the key, the nearest valid one and the corrected command; no file, no dsh call."""
+    naming the key, the nearest valid one and the corrected command; no file, no dsh call.
+    The fix is the same command, corrected, and it works as printed."""
     w = bundle_world
     monkeypatch.setenv("DSH_HOME", str(w.home))
     before = snapshot(w.root)
     argv = ["install", "--profile", "headless", "--dsh", str(w.dsh), "--shim-dir", str(w.shim),
-            "--set", "turns.enabeld=false"]
+            "--set", "compaction.retainTurns=2", "--set", "turns.enabeld=false"]
     assert cli_main(argv) == 1
-    out = capsys.readouterr().out
-    assert "unknown key turns.enabeld (did you mean turns.enabled?)" in out and "nothing was changed" in out
-    assert "fix: turn-memory install --profile headless --set turns.enabled=false" in out
+    err = capsys.readouterr().err
+    assert err.startswith("turn-memory install: error: invalid turn-memory config: "
+                          "unknown key turns.enabeld (did you mean turns.enabled?); nothing was changed (fix: "), err
+    fix = printed_fix(err)
+    assert fix == shlex.join(["turn-memory", "install", "--profile", "headless", "--dsh", str(w.dsh), "--shim-dir",
+                              str(w.shim), "--set", "compaction.retainTurns=2", "--set", "turns.enabled=false"])
     assert snapshot(w.root) == before and w.plugin_calls() == []
 
-    # a bound, through --config-json: the model's own message, and still nothing written
-    assert cli_main([*argv[:-2], "--config-json", '{"compaction": {"thresholdRatio": 1.5}}']) == 1
-    out = capsys.readouterr().out
-    assert "compaction.thresholdRatio: Input should be less than 1 (got 1.5)" in out
+    # a bound, through --config-json: the model's own message; the fix leaves the bad value out
+    assert cli_main([*argv[:-4], "--config-json", '{"compaction": {"thresholdRatio": 1.5}}']) == 1
+    err = capsys.readouterr().err
+    assert "compaction.thresholdRatio: Input should be less than 1 (got 1.5)" in err
+    assert printed_fix(err) == shlex.join(["turn-memory", "install", "--profile", "headless", "--dsh", str(w.dsh),
+                                           "--shim-dir", str(w.shim)])
     assert snapshot(w.root) == before and w.plugin_calls() == []
+
+    assert run_printed(fix) == 0, capsys.readouterr()
+    assert find_row(w.dump(), "turn-memory")["config"] == {"engine": {"command": OUR_COMMAND},
+                                                           "compaction": {"retainTurns": 2}, "turns": {"enabled": False}}
+
+
+def test_a_reinstall_keeps_the_rows_keys_and_its_dry_run_lists_each_one(bundle_world: World) -> None:
+    """The documented fix `--set engine.logFile=…` must not drop `turns.minTurnTokens: 0`."""
+    w = bundle_world
+    assert install(w.options([], extra_config={"turns": {"minTurnTokens": 0}})) == 0
+    before = snapshot(w.root)
+    out: list[str] = []
+    assert install(w.options(out, dry_run=True, extra_config={"engine": {"logFile": "~/tm/engine.log"}})) == 0
+    report = "\n".join(out)
+    assert "  config   : merged into the installed row (a key is kept unless given; --unset KEY removes one)\n" \
+           f"    kept     engine.command = {json.dumps(OUR_COMMAND)}\n" \
+           "    set      engine.logFile = ~/tm/engine.log  (new)\n" \
+           "    kept     turns.minTurnTokens = 0\n" in report, report
+    assert "minTurnTokens: 0" in report and "logFile: ~/tm/engine.log" in report  # in the block it would write
+    after = snapshot(w.root)
+    after.pop("dsh-calls.jsonl", None)
+    before.pop("dsh-calls.jsonl", None)
+    assert after == before
+
+    assert install(w.options([], extra_config={"engine": {"logFile": "~/tm/engine.log"}})) == 0
+    row = find_row(w.dump(), "turn-memory")
+    assert row["config"] == {"engine": {"command": OUR_COMMAND, "logFile": "~/tm/engine.log"},
+                             "turns": {"minTurnTokens": 0}}
+
+    out = []
+    assert install(w.options(out, unset=["turns.minTurnTokens", "compaction"], extra_config={
+        "turns": {"enabled": False}})) == 0, "\n".join(out)
+    assert "    removed  turns.minTurnTokens = 0  (--unset)" in out
+    assert "    set      turns.enabled = false  (new)" in out
+    assert "  note     : --unset compaction: the installed row does not set it (nothing to remove)" in out
+    assert find_row(w.dump(), "turn-memory")["config"] == {
+        "engine": {"command": OUR_COMMAND, "logFile": "~/tm/engine.log"}, "turns": {"enabled": False}}
+
+    out = []
+    assert install(w.options(out, replace_config=True)) == 0, "\n".join(out)
+    assert "  config   : --replace-config: written from this command's options only" in out
+    assert "    removed  engine.logFile = ~/tm/engine.log  (--replace-config)" in out
+    assert "    removed  turns.enabled = false  (--replace-config)" in out
+    assert find_row(w.dump(), "turn-memory")["config"] == {"engine": {"command": OUR_COMMAND}}
+
+
+def test_a_bad_key_the_installed_row_already_holds_is_unset_by_the_printed_fix(
+        bundle_world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand edit misspelt a key of the installed row: merging would keep it, so install refuses
+    and prints the command that renames it (`--set` the right key, `--unset` the wrong one)."""
+    w = bundle_world
+    assert install(w.options([], extra_config={"turns": {"enabled": False}})) == 0
+    w.patch_file.write_text(w.patch_file.read_text().replace("enabled: false", "enabeld: false"))
+    before = snapshot(w.root)
+    monkeypatch.setenv("DSH_HOME", "")
+    assert cli_main(["install", "--profile", "headless", "--dsh-home", str(w.home), "--dsh", str(w.dsh),
+                     "--shim-dir", str(w.shim), "--set", "compaction.retainTurns=2"]) == 1
+    err = capsys.readouterr().err
+    assert "error: invalid turn-memory config in the installed row: unknown key turns.enabeld (did you mean " \
+           "turns.enabled?); nothing was changed" in err
+    fix = printed_fix(err)
+    assert fix == shlex.join(["turn-memory", "install", "--profile", "headless", "--dsh-home", str(w.home), "--dsh",
+                              str(w.dsh), "--shim-dir", str(w.shim), "--set", "compaction.retainTurns=2",
+                              "--unset", "turns.enabeld", "--set", "turns.enabled=false"])
+    assert snapshot(w.root) == before
+    assert run_printed(fix) == 0, capsys.readouterr()
+    assert find_row(w.dump(), "turn-memory")["config"] == {"engine": {"command": OUR_COMMAND},
+                                                           "turns": {"enabled": False}, "compaction": {"retainTurns": 2}}
+
+
+def test_a_missing_profile_lists_the_profiles_there_and_its_fix_works(
+        bundle_world: World, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    w = bundle_world
+    w.conf(templates={"web": ["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]})
+    monkeypatch.setenv("DSH_HOME", "")
+    where = ["--dsh-home", str(w.home), "--dsh", str(w.dsh), "--shim-dir", str(w.shim)]
+    profiles = w.home / "profiles"
+
+    # a name DSH does not ship: the profiles that exist, how to create one, and an install into one that exists
+    assert cli_main(["install", "--profile", "nope", *where]) == 1
+    err = capsys.readouterr().err
+    assert f"error: profile 'nope' does not exist in {profiles} (profiles there: headless); dsh did not create it " \
+           "(Error: dsh: profile \"nope\" does not exist; create it with 'dsh plugin --profile nope add <package>'); " \
+           "dsh creates only the profiles it ships (headless, web, sdk, acp) on first use; create your own with " \
+           "`dsh plugin --profile nope add <package>`, or install into 'headless'" in err, err
+    assert printed_fix(err) == shlex.join(["turn-memory", "install", "--profile", "headless", *where])
+    assert not (profiles / "nope").exists() and w.plugin_calls() == []
+
+    # a name DSH ships, in a dry run: nothing is created; the fix is the real install, which lets dsh create it
+    assert cli_main(["install", "--profile", "web", *where, "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: profile 'web' does not exist in {profiles} (profiles there: headless); a dry run does not ask " \
+           "dsh to create it; install without --dry-run lets dsh create its shipped 'web' profile first" in err, err
+    fix = printed_fix(err)
+    assert fix == shlex.join(["turn-memory", "install", "--profile", "web", *where])
+    assert not (profiles / "web").exists()
+    assert run_printed(fix) == 0, capsys.readouterr()
+    assert (profiles / "web" / "package.json").is_file()
+
+
+def test_install_and_uninstall_report_as_json(bundle_world: World, capsys, monkeypatch) -> None:
+    w = bundle_world
+    monkeypatch.setenv("DSH_HOME", "")
+    where = ["--dsh-home", str(w.home), "--dsh", str(w.dsh)]
+    argv = ["install", "--profile", "headless", *where, "--shim-dir", str(w.shim), "--set", "turns.minTurnTokens=0",
+            "--json"]
+    assert cli_main([*argv, "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert (plan["schema"], plan["command"], plan["dry_run"], plan["ok"], plan["exit"], plan["error"]) == (
+        "turn-memory.install/1", "install", True, True, 0, None)
+    assert plan["home"] == str(w.home) and plan["dsh"] == {"path": str(w.dsh), "how": "--dsh"}
+    assert {"key": "turns.minTurnTokens", "kind": "set", "old": None, "new": 0} in plan["config"]["changes"]
+    assert plan["layout"] == "bundle" and "minTurnTokens: 0" in plan["block"] and plan["would_change"] is True
+    assert plan["verdict"] == "dry run: nothing was changed"
+
+    assert cli_main(argv) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["verdict"].startswith("verdict: installed") and done["ok"] is True
+    assert done["verification"][0] == "OK   <root>: exactly one live compaction engine, ours (turn-memory)"
+    assert str(w.patch_file) in [f["path"] for f in done["files"]]
+
+    assert cli_main(["install", "--profile", "nope", *where, "--json"]) == 1
+    captured = capsys.readouterr()
+    refused = json.loads(captured.out)
+    assert refused["ok"] is False and refused["exit"] == 1
+    assert refused["error"]["message"].startswith("profile 'nope' does not exist")
+    assert refused["error"]["fix"] == shlex.join(["turn-memory", "install", "--profile", "headless", *where])
+    assert captured.err.startswith("turn-memory install: error: profile 'nope' does not exist")
+
+    assert cli_main(["uninstall", "--profile", "headless", *where, "--json"]) == 0
+    gone = json.loads(capsys.readouterr().out)
+    assert gone["command"] == "uninstall" and gone["verdict"].startswith("verdict: uninstalled")
+
+
+def test_paths_expand_home_and_variables_everywhere_they_are_read(bundle_world: World, monkeypatch, capsys) -> None:
+    w = bundle_world
+    monkeypatch.setenv("HOME", str(w.root))
+    monkeypatch.setenv("TM_BIN", str(w.dsh.parent))
+    monkeypatch.setenv("DSH_HOME", "")
+    assert expand_path("~/dsh-home") == w.home
+    assert expand_path("$TM_BIN/dsh") == expand_path("${TM_BIN}/dsh") == w.dsh
+    assert expand_path("$TM_UNSET_VARIABLE/x") == Path("$TM_UNSET_VARIABLE/x")  # left as written
+    # the shell expands neither inside quotes: install does
+    assert cli_main(["install", "--profile", "headless", "--dsh-home", "~/dsh-home", "--dsh", "$TM_BIN/dsh",
+                     "--shim-dir", str(w.shim), "--dry-run"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert f"  DSH home : {w.home}\n" in out and f"  dsh      : {w.dsh}  (found via --dsh)\n" in out
+
+
+def test_serve_expands_the_log_file_it_is_given(tmp_path: Path) -> None:
+    """The shim hands `engine.logFile` to `serve --log-file` as one argument: no shell expands it."""
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "TM_LOGS": "logs", "TURN_MEMORY_SECRET": "s"}
+    proc = subprocess.run([sys.executable, "-m", "turn_memory", "serve", "--log-file", "~/$TM_LOGS/engine.log"],
+                          cwd=tmp_path, env=env, input="", capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "engine listening on" in (tmp_path / "home" / "logs" / "engine.log").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]  # no literal `~` folder
 
 
 # ---- preset layout (DSH Desktop) ---------------------------------------------------------------

@@ -87,12 +87,13 @@ def test_an_ipc_transport_and_a_batch_file_engine_command_are_flagged_per_profil
                            runner=fake_dsh(trees), bridge=False, platform="win32")
     found = windows_lines(findings)
     ipc = found["windows: profile work: transport"]
-    assert (ipc.status, ipc.fix) == ("warn", "turn-memory install --profile work --set engine.transport=auto")
+    given = f"--dsh-home {home} --dsh {tmp_path / 'dsh.exe'}"  # every fix repeats the flags the user gave
+    assert (ipc.status, ipc.fix) == ("warn", f"turn-memory install --profile work {given} --set engine.transport=auto")
     assert "windows: profile work: engine command" not in found
     cmd = found["windows: profile cli: engine command"]
     assert cmd.status == "fail" and cmd.detail == (f"{batch} is a batch file: Node refuses to start one without a "
                                                    "shell (spawn EINVAL), so DSH would run without turn-memory")
-    assert cmd.fix == "turn-memory install --profile cli  (records the python.exe you run it with)"
+    assert cmd.fix == f"turn-memory install --profile cli {given}  (records the python.exe you run it with)"
     assert found["windows: profile cli: transport"].status == "ok"
 
 

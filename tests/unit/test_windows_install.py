@@ -100,7 +100,7 @@ def test_a_profile_manifest_with_a_bom_is_refused_before_anything_changes(bundle
     before = snapshot(w.root)
     out: list[str] = []
     assert install(w.options(out)) == 1
-    assert out[-1] == (f"error: {manifest} starts with a UTF-8 byte order mark, which DSH cannot read (JSON.parse); "
+    assert out[-1] == (f"turn-memory install: error: {manifest} starts with a UTF-8 byte order mark, which DSH cannot read (JSON.parse); "
                        "save it as UTF-8 without BOM and run this again; nothing was changed")
     assert snapshot(w.root) == before and w.plugin_calls() == []
     manifest.write_bytes(manifest.read_bytes()[3:])  # saved without BOM (CRLF is fine for JSON.parse)

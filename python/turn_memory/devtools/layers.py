@@ -20,14 +20,15 @@ PACKAGE = "turn_memory"
 
 #: rank -> the units on it, lowest first (see README, "Architecture")
 LAYERS: list[tuple[str, set[str]]] = [
-    ("base", {"__init__", "resources", "faults", "config", "files"}),
+    ("base", {"__init__", "resources", "faults", "config", "files", "paths"}),
     ("prompts and wire", {"prompts", "bridge"}),
     ("host model (pure)", {"host"}),
     ("runtime state", {"runtime"}),
     ("features", {"turns", "compaction", "history", "continuation", "hints"}),
     ("composition", {"catalog"}),
     ("engine", {"engine"}),
-    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "demo", "serve", "__main__"}),
+    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "cli_output", "demo", "serve",
+               "__main__"}),
 ]
 #: ranks whose units may import each other (still without a cycle)
 OPEN_RANKS = {"tools"}

@@ -43,10 +43,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Iterator
 
-# Bump when the layout or any pinned input changes in a way markers cannot detect.
+from turn_memory.install.node_check import MIN_NODE, WRAPPER_NODE_TAG, node_problem
+
+# Bump when the layout or any pinned input changes in a way markers cannot detect. (The name
+# predates the 0.2.1 host that lives here too; renaming it would download both hosts again.)
 RUNTIME_DIR = "runtime-rc8-v1"
+#: `<cache>/bin/dsh-<version>`: each cached DSH with its Node 22 and pnpm first on PATH, for users
+WRAPPER_DIR = "bin"
 DSH_VERSION = "0.1.0-rc.8"
-MIN_NODE = (22, 19)
 # Freeze the registry at the rc.8 era: newer @deepseek-ai/cordis-plugin-* releases
 # (hmr 1.0.19) dropped hmr.registerConfig and make every rc.8 profile boot fail. Applied to
 # pnpm and zeromq too so that a cold install is reproducible, not "whatever is newest".
@@ -421,7 +425,7 @@ def _system_node_if_usable() -> Path | None:
     found = shutil.which("node")
     if found:
         version = _node_version(found)
-        if version and version[:2] >= MIN_NODE and version[0] == 22:
+        if version and not node_problem(".".join(map(str, version))) and version[0] == 22:
             return Path(found)
     return None
 
@@ -469,15 +473,66 @@ def ensure_runtime(cache_dir: Path | None = None, *, host: str = "rc8",
                 _install(lay, comp, npm, env, progress)
                 if comp.name == "node22":
                     version = _node_version(node)
-                    if version is None or version[:2] < MIN_NODE:
+                    problem = node_problem(None if version is None else ".".join(map(str, version)))
+                    if problem:
                         lay.marker(comp.name).unlink(missing_ok=True)
-                        raise RuntimeError(f"{node} reports {version}; DSH needs >= 22.19")
+                        raise RuntimeError(f"{node}: {problem}")
 
     if host == "v021":
-        return Runtime(node=node, node_modules=lay.v021_modules, dsh=lay.v021_dsh, pnpm=lay.pnpm11, root=lay.root,
-                       host="v021", version=V021_VERSION, python=lay.v021_python)
-    return Runtime(node=node, node_modules=lay.node_modules, dsh=lay.dsh, pnpm=lay.pnpm,
-                   root=lay.root, zeromq_modules=lay.zeromq_modules)
+        runtime = Runtime(node=node, node_modules=lay.v021_modules, dsh=lay.v021_dsh, pnpm=lay.pnpm11,
+                          root=lay.root, host="v021", version=V021_VERSION, python=lay.v021_python)
+    else:
+        runtime = Runtime(node=node, node_modules=lay.node_modules, dsh=lay.dsh, pnpm=lay.pnpm,
+                          root=lay.root, zeromq_modules=lay.zeromq_modules)
+    write_user_wrapper(runtime, lay.root.parent / WRAPPER_DIR)
+    return runtime
+
+
+# --------------------------------------------------------------------------- a user's way in
+
+def wrapper_text(runtime: Runtime, *, windows: bool) -> str:
+    """A script that runs this cached DSH with its own Node 22 and pnpm first on PATH."""
+    dirs = list(dict.fromkeys(str(p.parent) for p in (runtime.node, runtime.pnpm) if p is not None))
+    about = (f"DSH {runtime.version} from turn-memory's cache (the demo's), run with its own Node 22 and pnpm; "
+             "use it as `turn-memory install --dsh <this file>` and to run your own profiles")
+    if windows:
+        return "\r\n".join(["@echo off", f"rem {about}", f"rem {WRAPPER_NODE_TAG} {runtime.node}",
+                             f'set "PATH={";".join(dirs)};%PATH%"', f'call "{runtime.dsh}" %*', ""])
+    import shlex
+
+    return "\n".join(["#!/bin/sh", f"# {about}", f"# {WRAPPER_NODE_TAG} {runtime.node}",
+                      f'PATH={shlex.quote(os.pathsep.join(dirs))}:"$PATH"', "export PATH",
+                      f'exec {shlex.quote(str(runtime.dsh))} "$@"', ""])
+
+
+def wrapper_path(directory: Path, version: str) -> Path:
+    return directory / (f"dsh-{version}.cmd" if _is_windows() else f"dsh-{version}")
+
+
+def write_user_wrapper(runtime: Runtime, directory: Path) -> Path:
+    """`<cache>/bin/dsh-<version>` for this runtime (rewritten only when it changed)."""
+    path = wrapper_path(directory, runtime.version)
+    text = wrapper_text(runtime, windows=_is_windows())
+    try:
+        current = path.read_text(encoding="utf-8")
+    except OSError:
+        current = None
+    if current != text:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, text)
+        path.chmod(0o755)
+    return path
+
+
+def cached_wrappers(cache_dir: Path | None = None) -> dict[str, Path]:
+    """{DSH version: wrapper} of the hosts this cache holds (none installed: {}); installs nothing."""
+    directory = Path(cache_dir or default_cache_dir()).expanduser() / WRAPPER_DIR
+    found = {}
+    for version in (V021_VERSION, DSH_VERSION):  # newest first
+        path = wrapper_path(directory, version)
+        if path.is_file():
+            found[version] = path
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -493,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for host in (HOSTS if args.host == "all" else (args.host,)):
         rt = ensure_runtime(args.cache_dir, host=host)
-        paths = {"host": rt.host, "version": rt.version, "root": rt.root, "node": rt.node,
+        paths = {"host": rt.host, "version": rt.version, "root": rt.root,
+                 "wrapper": wrapper_path(rt.root.parent / WRAPPER_DIR, rt.version) if rt.root else None, "node": rt.node,
                  "node_modules": rt.node_modules, "dsh": rt.dsh, "pnpm": rt.pnpm,
                  "zeromq_modules": rt.zeromq_modules, "python": rt.python}
         if args.json:

@@ -65,6 +65,12 @@ def _turn_worker(req: FakeRequest) -> dict[str, Any]:
     return {"tool_calls": calls}
 
 
+def _whole_words(preview: str) -> str:
+    """A catalog preview cut mid-word ("… decode across frames wi…") ends at the last whole word."""
+    preview = preview.strip()
+    return re.sub(r"\s+\S*…$", "…", preview) if preview.endswith("…") else preview
+
+
 def _session_worker(req: FakeRequest) -> dict[str, Any]:
     if _last_tool_result(req).startswith("Accepted at revision"):
         return _call("finish_session_segment", {})
@@ -74,8 +80,8 @@ def _session_worker(req: FakeRequest) -> dict[str, Any]:
     sources = _SOURCE.findall(task)
     if not (segment and revision):
         return {"text": "I cannot find my assignment."}
-    asks = [p.strip() for _, role, p in sources if role == "user" and not p.startswith("Current runtime context")]
-    answers = [p.strip() for _, role, p in sources if role == "assistant"]
+    asks = [_whole_words(p) for _, role, p in sources if role == "user" and not p.startswith("Current runtime context")]
+    answers = [_whole_words(p) for _, role, p in sources if role == "assistant"]
     return _call("replace_session_memory", {
         "expected_revision": int(revision.group(1)), "from": f"P{segment.group(1)}",
         "nodes": [{"role": "user", "content": " / ".join(asks[:3]) or "Earlier requests."},

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from turn_memory.config import config_problems, fix_options
 from turn_memory.doctor.findings import Finding, fail, ok
 
 READY = "TURN_MEMORY_READY"
@@ -50,14 +51,16 @@ def _read_ready(proc: subprocess.Popen[str], timeout_s: float) -> str | None:
 
 
 def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[str, Mapping[str, Any]] | None = None,
-                 timeout_s: float = 20.0, platform: str = sys.platform,
+                 install: Callable[..., str] | None = None, timeout_s: float = 20.0,
+                 platform: str = sys.platform,
                  on_hello: Callable[[dict[str, Any]], None] | None = None) -> list[Finding]:
     """Start `command` once; ping it; hand it each profile's row config as the shim would.
 
     Returns the round-trip finding, then one `profile NAME: config` finding per entry of
     `configs` (profile -> the row's config from `dsh --dump-config`): the engine's own
-    verdict on that config, a refusal with the key and its fix. `on_hello` gets the first
-    handshake's result (what the engine reports about itself, e.g. its event loop).
+    verdict on that config, a refusal with the key and its fix (`install(*options, profile=…)`
+    renders that fix with the user's own flags). `on_hello` gets the first handshake's result
+    (what the engine reports about itself, e.g. its event loop).
     """
     import zmq  # only here: the rest of doctor does not need it
 
@@ -107,7 +110,7 @@ def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[s
         findings = [ok(label, f"engine {version} started in {boot:.1f} s on {bound.split(':')[0]}; hello ok; "
                               f"ping round trip {rtt_ms:.1f} ms")]
         for profile, config in (configs or {}).items():
-            findings.append(_config_finding(profile, config, hello(config)))
+            findings.append(_config_finding(profile, config, hello(config), install))
         return findings
     except zmq.Again:
         return [fail(label, f"the engine did not answer within {timeout_s:.0f} s", fix)]
@@ -127,14 +130,20 @@ def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[s
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _config_finding(profile: str, config: Mapping[str, Any], answer: dict) -> Finding:
+def _config_finding(profile: str, config: Mapping[str, Any], answer: dict,
+                    install: Callable[..., str] | None) -> Finding:
     label = f"profile {profile}: config"
     error = answer.get("error")
     if error is None:
         keys = sorted(k for k in config if k != "engine")
         return ok(label, "the engine accepted the row's config (the handshake DSH's shim sends)"
                          + (f"; sections set: {', '.join(keys)}" if keys else "; engine defaults otherwise"))
-    fix = error.get("fix") or f"fix the turn-memory row's config, then turn-memory install --profile {profile}"
+    # the same model judges it here: the fix names this profile, the user's flags, and each bad key
+    options = fix_options(config_problems(dict(config)))
+    if install is not None and options:
+        fix = install(*options, profile=profile)
+    else:
+        fix = (error.get("fix") or "fix the turn-memory row's config, then turn-memory install --profile NAME").replace(
+            "--profile NAME", f"--profile {profile}")
     return fail(label, f"the engine refuses the handshake ({error.get('code')}): {error.get('message')}; "
-                       "DSH runs without turn-memory until it is fixed",
-                fix.replace("--profile NAME", f"--profile {profile}"))
+                       "DSH runs without turn-memory until it is fixed", fix)

@@ -8,10 +8,10 @@ whether its engine command can start, the engine log, and running engine process
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,37 +19,54 @@ from turn_memory.doctor.findings import Finding, fail, ok, warn
 from turn_memory.host.dialect import dialect_for_version
 from turn_memory.install.layout import BASIC_ENGINE, OUR_PACKAGE, OUR_ROW_ID, iter_rows
 from turn_memory.install.patchyaml import load_entry_list
-from turn_memory.install.profile import Dsh, DshError, ProcResult, ProfilePaths
+from turn_memory.install.fix_commands import Invocation
+from turn_memory.install.node_check import FIX, node_problem, wrapper_node
+from turn_memory.install.profile import (
+    SHIPPED_PROFILES,
+    Dsh,
+    DshError,
+    DshLocation,
+    ProcResult,
+    ProfilePaths,
+    list_profiles,
+)
+from turn_memory.paths import expand_path
 
-MIN_NODE = (22, 19)
-NODE_FIX = "install Node >= 22.19 and put it on PATH (DSH needs node:zlib zstd)"
 
-
-def _version(text: str) -> tuple[int, ...] | None:
-    found = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
-    return tuple(int(p) for p in found.groups()) if found else None
-
-
-def check_node(run: Callable[[Sequence[str]], ProcResult | None]) -> Finding:
-    """`node --version` on PATH (what DSH runs on)."""
-    result = run(["node", "--version"])
-    if result is None or result.returncode != 0:
-        return fail("node", "no `node` on PATH", NODE_FIX)
-    version = _version(result.stdout)
-    if version is None or version[:2] < MIN_NODE:
-        return fail("node", f"node {result.stdout.strip()} is older than {MIN_NODE[0]}.{MIN_NODE[1]}", NODE_FIX)
-    return ok("node", f"node {result.stdout.strip()}")
+def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocation | None,
+               cached: Mapping[str, Path], inv: Invocation) -> Finding:
+    """The node DSH runs with: the one on PATH, or the one a cached-DSH wrapper puts first."""
+    if dsh is not None and dsh.is_desktop_wrapper:
+        return ok("node", "DSH Desktop brings its own Node")
+    node = wrapper_node(dsh.path) if dsh is not None else None
+    result = run([str(node or "node"), "--version"])
+    output = result.stdout if result is not None and result.returncode == 0 else None
+    problem = node_problem(output)
+    where = f" ({node}, from the wrapper {dsh.path})" if node and dsh else ""
+    if problem is None:
+        return ok("node", f"node {output.strip()}{where}")  # type: ignore[union-attr]
+    if cached and node is None:  # the demo's DSH brings a Node that fits
+        version, wrapper = next(iter(cached.items()))
+        return fail("node", f"{problem}; or use DSH {version}, which the demo cached with its own Node 22",
+                    replace(inv, dsh=str(wrapper)).command("doctor"))
+    return fail("node", problem + where, FIX)
 
 
 #: the DSH versions the e2e suite boots for real
 TESTED_HOSTS = ("0.1.0-rc.8", "0.2.1-rc.2")
 
 
-def check_dsh(dsh: Dsh | None, why_missing: str | None) -> tuple[Finding, str | None]:
+def check_dsh(dsh: Dsh | None, why_missing: str | None, cached: Mapping[str, Path],
+              inv: Invocation) -> tuple[Finding, str | None]:
     """`dsh --version` and the host dialect turn-memory speaks with it."""
     if dsh is None:
-        return fail("dsh", why_missing or "no dsh found",
-                    "put dsh on PATH (npm i -g @deepseek-ai/dsh), or pass --dsh PATH / --desktop DIR"), None
+        why = why_missing or "no dsh found"
+        if cached:  # the demo's: a real DSH that works as it is
+            version, wrapper = next(iter(cached.items()))
+            return fail("dsh", f"{why}; the demo cached DSH {version} at {wrapper}",
+                        replace(inv, dsh=str(wrapper)).command("doctor")), None
+        return fail("dsh", f"{why}; `turn-memory demo` downloads and caches a DSH you can use",
+                    "pass --dsh PATH (or --desktop DIR for DSH Desktop), or put dsh on PATH"), None
     result = dsh._run(["--version"], timeout=120)
     version = result.stdout.strip().splitlines()[-1] if result.returncode == 0 and result.stdout.strip() else ""
     if not version:
@@ -78,12 +95,12 @@ def our_rows(tree: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     return ours, basic
 
 
-def check_profile(dsh: Dsh, paths: ProfilePaths) -> tuple[list[Finding], dict[str, Any] | None]:
+def check_profile(dsh: Dsh, paths: ProfilePaths, inv: Invocation) -> tuple[list[Finding], dict[str, Any] | None]:
     """Our row live and alone in `dsh --profile P --dump-config`; returns our row's config."""
     name, label = paths.name, f"profile {paths.name}"
-    install = f"turn-memory install --profile {name}"
+    install = inv.install(profile=name)
     if not paths.package_json.exists():
-        return [fail(label, f"no profile {name!r} at {paths.dir}", install)], None
+        return [missing_profile(paths, inv)], None
     try:
         tree = load_entry_list(dsh.dump_config(name).stdout, what="dsh --dump-config output")
     except DshError as err:
@@ -107,34 +124,54 @@ def check_profile(dsh: Dsh, paths: ProfilePaths) -> tuple[list[Finding], dict[st
     return findings, (row.get("config") or {})
 
 
+def missing_profile(paths: ProfilePaths, inv: Invocation) -> Finding:
+    """A profile that is not there: the ones that are, and an install that works as printed."""
+    found = [p for p in list_profiles(paths.home) if p != paths.name]
+    listed = f"profiles there: {', '.join(found)}" if found else "it holds no profile"
+    if paths.name in SHIPPED_PROFILES:  # dsh creates it on first use, and install asks it to
+        return fail(f"profile {paths.name}", f"no profile {paths.name!r} in {paths.home / 'profiles'} ({listed}); "
+                    "installing creates it (DSH ships it)", inv.install(profile=paths.name))
+    other = found[0] if found else "headless"
+    return fail(f"profile {paths.name}", f"no profile {paths.name!r} in {paths.home / 'profiles'} ({listed}); DSH "
+                f"creates only the profiles it ships ({', '.join(SHIPPED_PROFILES)}); create your own with "
+                f"`dsh plugin --profile {paths.name} add <package>`, or install into {other!r}",
+                inv.install(profile=other))
+
+
 def engine_command(config: Mapping[str, Any]) -> list[str] | None:
     command = (config.get("engine") or {}).get("command")
     return [str(part) for part in command] if isinstance(command, list) and command else None
 
 
-def check_engine_command(config: Mapping[str, Any], profile: str) -> Finding:
+def check_engine_command(config: Mapping[str, Any], profile: str, inv: Invocation) -> Finding:
     """The engine command recorded at install time must still exist (a deleted venv is the usual cause)."""
-    label, install = f"profile {profile}: engine command", f"turn-memory install --profile {profile}"
+    label, install = f"profile {profile}: engine command", inv.install(profile=profile)
     command = engine_command(config)
     if command is None:
         return fail(label, "the turn-memory row has no engine.command", install)
     exe = command[0]
     found = exe if Path(exe).is_file() else shutil.which(exe)
     if not found:
-        return fail(label, f"{exe} does not exist (was its virtual environment removed?)",
-                    f"{install}  (records the Python you run it with)")
+        return fail(label, f"{exe} does not exist (was its virtual environment removed?); install records the "
+                           "Python it runs with", install)
     note = "" if Path(found).resolve() == Path(sys.executable).resolve() else f"; this doctor runs {sys.executable}"
     return ok(label, " ".join(command) + note)
 
 
-def check_engine_log(config: Mapping[str, Any], profile: str, *, tail_lines: int = 400) -> Finding:
+def default_log_file(home: Path) -> Path:
+    """Where the doctor suggests the engine log: beside the shim's tarball, in the DSH home."""
+    return home / "turn-memory" / "engine.log"
+
+
+def check_engine_log(config: Mapping[str, Any], profile: str, inv: Invocation, home: Path, *,
+                     tail_lines: int = 400) -> Finding:
     """engine.logFile: where it is and the last problem it recorded."""
     label = f"profile {profile}: engine log"
     log_file = (config.get("engine") or {}).get("logFile")
     if not log_file:
-        return warn(label, "no engine.logFile configured: the engine logs only into DSH's own log",
-                    f"turn-memory install --profile {profile} --set engine.logFile=~/.dsh/turn-memory-engine.log")
-    path = Path(str(log_file)).expanduser()
+        return warn(label, "no engine.logFile configured: the engine logs only into DSH's own output",
+                    inv.install("--set", f"engine.logFile={default_log_file(home)}", profile=profile))
+    path = expand_path(str(log_file))  # what `serve --log-file` opens
     if not path.exists():
         return ok(label, f"{path} (not written yet: no DSH session has started the engine since install)")
     lines = _tail(path, tail_lines)

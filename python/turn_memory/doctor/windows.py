@@ -4,7 +4,7 @@ reported in its handshake. Pure: it judges what `diagnose` found."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import PurePath, PureWindowsPath
 from typing import Any
 
@@ -37,24 +37,25 @@ def dsh_wrapper(location: DshLocation, profiles: list[str]) -> Finding:
     return ok("windows: dsh", detail + " (fine for every profile but desktop)")
 
 
-def transport(profile: str, config: Mapping[str, Any]) -> Finding:
+def transport(profile: str, config: Mapping[str, Any], install: Callable[..., str]) -> Finding:
+    """`install(*options, profile=…)`: the install command with the user's own flags."""
     label = f"windows: profile {profile}: transport"
     chosen = (config.get("engine") or {}).get("transport", "auto")
     if chosen == "ipc":
         return warn(label, "engine.transport is ipc: a socket file in the temp folder (Windows 10 1803+ AF_UNIX), "
                            "not tested on Windows; auto uses tcp there",
-                    f"turn-memory install --profile {profile} --set engine.transport=auto")
+                    install("--set", "engine.transport=auto", profile=profile))
     return ok(label, f"tcp on 127.0.0.1, a random port, the per-run secret in the handshake (engine.transport {chosen})")
 
 
-def engine_command(profile: str, command: list[str] | None) -> Finding | None:
+def engine_command(profile: str, command: list[str] | None, install: Callable[..., str]) -> Finding | None:
     """Node starts the engine command without a shell, which it refuses for .cmd/.bat files."""
     if not command or PureWindowsPath(command[0]).suffix.lower() not in (".cmd", ".bat"):
         return None
     return fail(f"windows: profile {profile}: engine command",
                 f"{command[0]} is a batch file: Node refuses to start one without a shell (spawn EINVAL), so DSH "
                 "would run without turn-memory",
-                f"turn-memory install --profile {profile}  (records the python.exe you run it with)")
+                install(profile=profile) + "  (records the python.exe you run it with)")
 
 
 def event_loop(name: str | None, bridge: bool) -> Finding:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable
 
 from turn_memory.host.dialect import RC8, V02, Dialect
 from turn_memory.inspection.fold import CheckpointStats, Fold, TurnStats
@@ -112,46 +112,44 @@ def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB" if size >= 100_000 else f"{size:,} bytes"
 
 
-def print_report(report: dict[str, Any], out: TextIO) -> None:
+def print_report(report: dict[str, Any], out: Any) -> None:
+    """The text view through `out.say` (detail) and `out.result` (what --quiet keeps)."""
     log, session = report["log"], report["session"] or {}
     frames = f" in {_n(log['frames'])} frames" if log["frames"] is not None else ""
-    print(f"{log['path']}", file=out)
-    print(f"  {log['dialect']} {log['format']} log, {_mb(log['bytes'])}{frames}, {_n(log['events'])} events; "
-          f"session {session.get('id') or '?'}" + (f" ({session['origin']})" if session.get("origin") else ""), file=out)
+    out.result(f"{log['path']}")
+    out.say(f"  {log['dialect']} {log['format']} log, {_mb(log['bytes'])}{frames}, {_n(log['events'])} events; "
+            f"session {session.get('id') or '?'}" + (f" ({session['origin']})" if session.get("origin") else ""))
     turns = report["turns"]
     if turns:
-        print(f"  {'turn':>6}  {'before turn-memory':<25}  {'after':<24}  {'state':<10} markers", file=out)
+        out.say(f"  {'turn':>6}  {'before turn-memory':<25}  {'after':<24}  {'state':<10} markers")
     for t in turns:
         before, after = t["before"], t["after"]
         markers = " ".join(f"{m['kind']}@{m['seq']}" for m in t["markers"])
         folded = f"  folded into checkpoint @{t['shadowed_by']}" if t["shadowed_by"] is not None else ""
-        print(f"  {t['turn']:>6}  {before['nodes']:>5} nodes ~{before['tokens']:>8,} tok  "
-              f"{after['nodes']:>4} nodes ~{after['tokens']:>8,} tok  {t['state']:<10} {markers}{folded}", file=out)
+        out.say(f"  {t['turn']:>6}  {before['nodes']:>5} nodes ~{before['tokens']:>8,} tok  "
+                f"{after['nodes']:>4} nodes ~{after['tokens']:>8,} tok  {t['state']:<10} {markers}{folded}")
     for c in report["checkpoints"]:
         sh = c["shadowed"]
         turns_text = f"turns {sh['turns'][0]}-{sh['turns'][1]}, " if sh["turns"] else ""
         where = "on the surface" if c["current"] else f"itself folded into @{c['folded_by']}"
-        print(f"  checkpoint @{c['seq']} ({c['compaction_id']}): folds seqs {c['range']['start']}..{c['range']['end']} "
-              f"({_n(sh['nodes'])} nodes, {turns_text}~{_n(sh['tokens'])} tok) into ~{_n(c['tokens'])} tok; {where}",
-              file=out)
+        out.say(f"  checkpoint @{c['seq']} ({c['compaction_id']}): folds seqs {c['range']['start']}..{c['range']['end']} "
+                f"({_n(sh['nodes'])} nodes, {turns_text}~{_n(sh['tokens'])} tok) into ~{_n(c['tokens'])} tok; {where}")
     comp = report["compactions"]
     if comp["started"]:
-        print(f"  compactions: {comp['started']} started, {comp['committed']} committed, {comp['failed']} failed",
-              file=out)
+        out.say(f"  compactions: {comp['started']} started, {comp['committed']} committed, {comp['failed']} failed")
     surface, before, saved = report["surface"], report["before"], report["savings"]
-    print(f"  surface now: {_n(surface['nodes'])} nodes, ~{_n(surface['tokens'])} tokens; before turn-memory: "
-          f"{_n(before['nodes'])} nodes, ~{_n(before['tokens'])} tokens; saved ~{_n(saved['tokens'])} tokens "
-          f"({saved['percent']}%); nothing was deleted from the log", file=out)
+    out.result(f"  surface now: {_n(surface['nodes'])} nodes, ~{_n(surface['tokens'])} tokens; before turn-memory: "
+               f"{_n(before['nodes'])} nodes, ~{_n(before['tokens'])} tokens; saved ~{_n(saved['tokens'])} tokens "
+               f"({saved['percent']}%); nothing was deleted from the log")
     counts = report["problem_counts"]
     for d in report["damage"]:
         at = f" at byte {d['offset']}" if d["offset"] is not None else ""
-        print(f"  DAMAGE ({d['kind']}{at}): {d['detail']}", file=out)
+        out.result(f"  DAMAGE ({d['kind']}{at}): {d['detail']}")
     for p in report["inconsistencies"]:
-        print(f"  INCONSISTENT ({p['kind']}): {p['detail']}", file=out)
+        out.say(f"  INCONSISTENT ({p['kind']}): {p['detail']}")
     hidden = sum(counts.values()) - sum(1 for d in report["damage"] if d["kind"] in DAMAGE_KINDS) \
         - len(report["inconsistencies"])
     if hidden > 0:
-        print(f"  … and {hidden} more problem(s) not listed ({', '.join(f'{k}: {v}' for k, v in counts.items())})",
-              file=out)
+        out.say(f"  … and {hidden} more problem(s) not listed ({', '.join(f'{k}: {v}' for k, v in counts.items())})")
     verdict = "whole" if report["whole"] else "DAMAGED: what could be read is reported above"
-    print(f"  log: {verdict}", file=out)
+    out.result(f"  log: {verdict}")

@@ -6,29 +6,52 @@ import argparse
 import json
 from pathlib import Path
 
+from turn_memory.cli_output import Output, add_level_flags
+
 from .installer import InstallError, Options, install, parse_sets, uninstall
 from .layout import deep_merge
 
+INSTALL_EPILOG = """\
+config: a re-install keeps every key of the installed row unless you give it (--set,
+--config-json) or remove it (--unset KEY); --replace-config writes the row from this
+command's options only. Every run lists each key as kept, set, changed or removed.
+
+exit status: 0 installed (or the dry run's plan printed); 1 refused or failed, nothing
+changed (the error names the fix); 2 the verification after writing failed and everything
+was rolled back (or bad usage)."""
+
+UNINSTALL_EPILOG = """\
+exit status: 0 uninstalled (or nothing to uninstall); 1 refused, nothing changed; 2 the
+verification after removing failed (the report says what is still live)."""
+
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile", required=True, help="DSH profile name (e.g. headless, desktop)")
+    parser.add_argument("--profile", required=True, help="DSH profile name (e.g. headless, web; desktop for DSH Desktop)")
     parser.add_argument("--dsh-home", help="DSH home (default: $DSH_HOME, else ~/.dsh; DSH Desktop: <install>\\home)")
     parser.add_argument("--desktop", metavar="INSTALL_DIR",
                         help="DSH Desktop install dir: home <dir>\\home, CLI <dir>\\resources\\runtime\\cli\\bin\\dsh.cmd")
     parser.add_argument("--dsh", metavar="PATH", help="dsh executable to use (default: the Desktop wrapper next to "
-                        "the home, else dsh on PATH)")
+                        "the home, else dsh on PATH; `turn-memory doctor` names the one the demo cached)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as one JSON object (schema turn-memory.install/1) instead of lines")
+    add_level_flags(parser)
 
 
 def add_install_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("install", help="make turn-memory the compaction engine of a DSH profile",
                               description="Pack the JS shim, install it into the profile with `dsh plugin add`, "
                               "write the managed block into the profile's cordis.patch.yml and verify with "
-                              "`dsh --dump-config` that turn-memory is the only live compaction engine.")
+                              "`dsh --dump-config` that turn-memory is the only live compaction engine.",
+                              epilog=INSTALL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra row config (dotted keys, YAML values), e.g. --set engine.startTimeoutMs=20000")
-    p.add_argument("--config-json", metavar="JSON", help="extra row config as a JSON object (merged before --set)")
+                   help="row config (dotted keys, YAML values), e.g. --set engine.logFile=~/.dsh/turn-memory/engine.log")
+    p.add_argument("--config-json", metavar="JSON", help="row config as a JSON object (merged before --set)")
+    p.add_argument("--unset", action="append", default=[], metavar="KEY",
+                   help="remove this key (or section) from the installed row: it goes back to its default")
+    p.add_argument("--replace-config", action="store_true",
+                   help="write the row from this command's options only, dropping the installed row's other keys")
     p.add_argument("--shim-dir", type=Path, help="a shim-js folder to pack instead of the shim this turn-memory carries (for shim development)")
     p.add_argument("--force-plugin", action="store_true",
                    help="run `dsh plugin add` even when the identical tarball is already installed")
@@ -36,18 +59,25 @@ def add_install_commands(subparsers: argparse._SubParsersAction) -> None:
 
     u = subparsers.add_parser("uninstall", help="restore DSH's stock compaction engine in a profile",
                               description="Remove the managed block from the profile's cordis.patch.yml, "
-                              "`dsh plugin remove dsh-turn-memory`, and verify compaction-basic is live again.")
+                              "`dsh plugin remove dsh-turn-memory`, and verify compaction-basic is live again.",
+                              epilog=UNINSTALL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(u)
     u.set_defaults(func=run_uninstall)
 
 
-def _options(args: argparse.Namespace) -> Options:
+def _options(args: argparse.Namespace, output: Output) -> Options:
     return Options(profile=args.profile, dsh_home=args.dsh_home, desktop=args.desktop, dsh=args.dsh,
-                   dry_run=args.dry_run)
+                   dry_run=args.dry_run, out=output.write_line, err=output.error, quiet=args.quiet,
+                   verbose=args.verbose, json=args.json)
 
 
 def run_install(args: argparse.Namespace) -> int:
-    opts = _options(args)
+    output = Output.from_args("install", args)
+    opts = _options(args, output)
+    opts.shim_dir = args.shim_dir
+    opts.force_plugin = args.force_plugin
+    opts.unset = list(args.unset)
+    opts.replace_config = args.replace_config
     try:
         extra = {}
         if args.config_json:
@@ -56,12 +86,10 @@ def run_install(args: argparse.Namespace) -> int:
                 raise InstallError("--config-json must be a JSON object")
         opts.extra_config = deep_merge(extra, parse_sets(args.sets))
     except (InstallError, ValueError) as err:
-        print(f"error: {err}")
-        return 1
-    opts.shim_dir = args.shim_dir
-    opts.force_plugin = args.force_plugin
+        return output.fail(f"{err}; nothing was changed")
     return install(opts)
 
 
 def run_uninstall(args: argparse.Namespace) -> int:
-    return uninstall(_options(args))
+    output = Output.from_args("uninstall", args)
+    return uninstall(_options(args, output))

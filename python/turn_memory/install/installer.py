@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,16 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from turn_memory import resources
-from turn_memory.config import config_problems, suggested_sets
+from turn_memory.cli_output import error_text
+from turn_memory.config import config_keys, config_problems
 from turn_memory.files import FILES, FileOps
 
 from . import layout as L
 from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
+from .fix_commands import Invocation
+from .node_check import node_problem, wrapper_node
 from .pack import PackError, PackResult, pack_shim, tarball_name
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
 from .patchyaml import load_entry_list
 from .profile import (
+    SHIPPED_PROFILES,
     Dsh,
     DshError,
     DshLocation,
@@ -39,12 +44,16 @@ from .profile import (
     ProfilePaths,
     Runner,
     default_runner,
+    list_profiles,
     resolve_dsh,
     resolve_home,
     tail,
 )
+from .row_config import Merged, installed_config, leaves, merge_config, show
 
 TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
+#: the --json report of install and uninstall; fields are only ever added within version 1
+SCHEMA = "turn-memory.install/1"
 
 
 def default_engine_command() -> list[str]:
@@ -60,21 +69,50 @@ class Options:
     shim_dir: Path | None = None
     templates_dir: Path | None = None
     extra_config: dict[str, Any] = field(default_factory=dict)
+    #: dotted keys to remove from the installed row's config
+    unset: list[str] = field(default_factory=list)
+    #: write the row from this run's options only (the installed row's other keys are dropped)
+    replace_config: bool = False
     engine_command: list[str] | None = None
     dry_run: bool = False
     force_plugin: bool = False
     env: Mapping[str, str] | None = None
     runner: Runner | None = None
     out: Callable[[str], None] = print
+    #: where an error goes, as (message, fix); default: one line in `out`
+    err: Callable[[str, str | None], None] | None = None
+    #: --quiet: only the verdict and errors; --verbose: every detail
+    quiet: bool = False
+    verbose: bool = False
+    #: print the report as one JSON object (SCHEMA) instead of lines
+    json: bool = False
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+
+    def fail(self, command: str, message: str, fix: str | None) -> None:
+        if self.err is not None:
+            self.err(message, fix)
+        else:
+            self.out(error_text(command, message, fix))
+
+    @property
+    def invocation(self) -> Invocation:
+        return Invocation(self.profile, self.dsh_home, self.dsh, self.desktop)
+
+    def own_flags(self) -> list[str]:
+        """This run's options other than the location and the config, for a fix to repeat."""
+        flags = ["--dry-run"] if self.dry_run else []
+        flags += ["--replace-config"] if self.replace_config else []
+        flags += ["--shim-dir", str(self.shim_dir)] if self.shim_dir else []
+        return flags + (["--force-plugin"] if self.force_plugin else [])
 
 
 class InstallError(Exception):
-    """A failure with a message meant for the user (exit code attached)."""
+    """A failure with a message meant for the user: exit code, and the command that fixes it."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = 1, fix: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.fix = fix
 
 
 def _resolve(opts: Options) -> Context:
@@ -148,9 +186,21 @@ class Context:
     paths: ProfilePaths
     dsh: Dsh
     backups: Backups
+    #: the --json report, filled in as the flow goes (SCHEMA)
+    report: dict[str, Any] = field(default_factory=dict)
 
     def say(self, line: str = "") -> None:
-        self.opts.out(line)
+        if not (self.opts.quiet or self.opts.json):
+            self.opts.out(line)
+
+    def detail(self, line: str = "") -> None:
+        if self.opts.verbose and not self.opts.json:
+            self.opts.out(line)
+
+    def verdict(self, line: str) -> None:
+        self.report["verdict"] = line
+        if not self.opts.json:
+            self.opts.out(line)
 
 
 def parse_tree(text: str, what: str) -> list[dict[str, Any]]:
@@ -239,15 +289,46 @@ def _ensure_profile(ctx: Context) -> None:
     if ctx.paths.package_json.exists():
         return
     if ctx.opts.dry_run:
-        raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
+        raise _missing_profile(ctx, "a dry run does not ask dsh to create it")
     # dsh initialises a profile (from its template for built-in names) on first use.
     ctx.say("  profile not initialised yet; letting dsh create it")
     try:
         ctx.dsh.dump_config(ctx.opts.profile)
     except DshError as err:
-        raise InstallError(str(err)) from err
+        said = next((line.strip() for line in (err.result.stderr if err.result else str(err)).splitlines()
+                     if line.strip().startswith("Error:")), str(err)[-300:])
+        raise _missing_profile(ctx, f"dsh did not create it ({said})") from err
     if not ctx.paths.package_json.exists():
-        raise InstallError(f"profile {ctx.paths.name!r} does not exist at {ctx.paths.dir}")
+        raise _missing_profile(ctx, "dsh did not create it")
+
+
+def _missing_profile(ctx: Context, why: str) -> InstallError:
+    """No such profile: say which exist, how one is created, and the command to run instead."""
+    opts, name = ctx.opts, ctx.paths.name
+    found = [p for p in list_profiles(ctx.paths.home) if p != name]
+    listed = f"profiles there: {', '.join(found)}" if found else "it holds no profile yet"
+    if opts.dry_run and name in SHIPPED_PROFILES:
+        fix = opts.invocation.install(*[f for f in opts.own_flags() if f != "--dry-run"], *_config_options(opts))
+        how = f"install without --dry-run lets dsh create its shipped {name!r} profile first"
+    else:
+        other = found[0] if found else "headless"
+        fix = opts.invocation.install(*opts.own_flags(), *_config_options(opts), profile=other)
+        how = (f"dsh creates only the profiles it ships ({', '.join(SHIPPED_PROFILES)}) on first use; create "
+               f"your own with `dsh plugin --profile {name} add <package>`, or install into {other!r}")
+    return InstallError(f"profile {name!r} does not exist in {ctx.paths.home / 'profiles'} ({listed}); {why}; {how}",
+                        fix=fix)
+
+
+def _node_problem(ctx: Context) -> str | None:
+    """Why `dsh plugin add` (pnpm) could not run: the node it runs on, checked like doctor does."""
+    if ctx.dsh.location.is_desktop_wrapper:
+        return None
+    node = wrapper_node(ctx.dsh.location.path) or Path("node")
+    try:
+        result = ctx.dsh.runner(node, ["--version"], dict(ctx.dsh.env), None, 30)
+    except (OSError, LocateError, subprocess.SubprocessError):
+        return node_problem(None)
+    return node_problem(result.stdout if result.returncode == 0 else None)
 
 
 def refuse_manifest_bom(paths: ProfilePaths) -> None:
@@ -275,20 +356,42 @@ def _plugin_is_current(state: PluginState, pack: PackResult) -> bool:
 # ---- install ------------------------------------------------------------------------------
 
 
-def install(opts: Options) -> int:
+_USER_ERRORS = (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
+                resources.ResourceError)
+
+
+def _run(opts: Options, command: str, flow: Callable[[Context], int]) -> int:
+    """One flow with its errors in the one style; with --json the report as one object."""
+    report: dict[str, Any] = {"schema": SCHEMA, "command": command, "profile": opts.profile, "dry_run": opts.dry_run,
+                              "error": None}
     try:
-        return _install(_resolve(opts))
-    except (InstallError, PatchFileError, L.LayoutError, PackError, DshError, LocateError,
-            resources.ResourceError) as err:
-        opts.out(f"error: {err}")
-        return getattr(err, "code", 1)
+        ctx = _resolve(opts)
+        ctx.report = report
+        report.update(home=str(ctx.paths.home), dsh={"path": str(ctx.dsh.location.path), "how": ctx.dsh.location.how})
+        code = flow(ctx)
+    except _USER_ERRORS as err:
+        fix = getattr(err, "fix", None)
+        opts.fail(command, str(err), fix)
+        report["error"] = {"message": str(err), "fix": fix}
+        code = getattr(err, "code", 1)
+    report.update(exit=code, ok=code == 0)
+    if opts.json:
+        opts.out(json.dumps(report, indent=2, ensure_ascii=False))
+    return code
+
+
+def install(opts: Options) -> int:
+    return _run(opts, "install", _install)
 
 
 def _install(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
-    row = L.make_row(opts.engine_command or default_engine_command(), opts.extra_config)
-    check_row_config(row["config"], paths.name)  # before anything, even creating the profile
+    command = opts.engine_command or default_engine_command()
+    merged = merge_config(_installed_row_config(ctx), command, opts.extra_config, opts.unset,
+                          replace=opts.replace_config)
+    check_row_config(merged, opts)  # before anything, even creating the profile
+    row = L.make_row(command, merged.config)
     _ensure_profile(ctx)
     refuse_manifest_bom(paths)
     shim_dir = opts.shim_dir or resources.shim_dir()
@@ -303,14 +406,17 @@ def _install(ctx: Context) -> int:
         ctx.say(f"  tree     : {how}")
         ctx.say(f"  would pack {shim_dir} -> {paths.tarball_dir / name}")
         ctx.say(f"  would run: dsh plugin --profile {paths.name} add {paths.tarball_dir / name}")
+        _say_config(ctx, merged)
         _say_plan(ctx, plan)
+        ctx.report.update(patch_file=str(paths.patch_file), block=split_block(new_text)[1], would_change=new_text != text0)
         if new_text == text0:
             ctx.say(f"  {paths.patch_file}: already holds exactly this block (no change)")
         else:
             ctx.say(f"  would write this managed block to {paths.patch_file}:")
         ctx.say("")
-        ctx.say(split_block(new_text)[1] or "")
-        ctx.say("dry run: nothing was changed")
+        for line in (split_block(new_text)[1] or "").splitlines():
+            ctx.say(line)
+        ctx.verdict("dry run: nothing was changed")
         return 0
 
     backups = ctx.backups
@@ -333,7 +439,9 @@ def _install(ctx: Context) -> int:
             hint = ""
             if paths.name == "desktop" and not ctx.dsh.location.is_desktop_wrapper:
                 hint = " (the desktop profile can only be managed by DSH Desktop's dsh.cmd: pass --desktop)"
-            raise InstallError(f"dsh plugin add failed ({result.returncode}){hint}: {tail(result)}")
+            elif problem := _node_problem(ctx):
+                hint = f" ({problem})"
+            raise InstallError(f"dsh plugin add failed ({result.returncode}){hint}: {tail(result, 600)}")
         added_by_us = before.spec is None
         after_state = plugin_state(paths)
         ctx.say(f"  plugin   : dsh plugin --profile {paths.name} add <tarball>: ok in {elapsed:.1f} s "
@@ -344,9 +452,9 @@ def _install(ctx: Context) -> int:
         ctx.say(f"  tree     : {how}")
         plan, new_text = _plan(ctx, base, row, text0)
     except (InstallError, L.LayoutError, PatchFileError, DshError) as err:
-        ctx.say(f"error: {err}")
         _rollback(ctx, backups, added_by_us)
-        return 1
+        raise InstallError(f"{err}; rolled back", fix=getattr(err, "fix", None)) from err
+    _say_config(ctx, merged)
     _say_plan(ctx, plan)
 
     if new_text != read_text(paths.patch_file):
@@ -358,12 +466,12 @@ def _install(ctx: Context) -> int:
 
     verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_installed(after, plan.predicted, plan.layout))
     if not verdict.ok:
-        ctx.say("verdict: FAILED -- rolling back")
+        ctx.verdict("verdict: FAILED -- rolling back")
         _rollback(ctx, backups, added_by_us)
         return 2
     _write_declarations(ctx, row)
-    ctx.say(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine "
-            f"({', '.join(plan.layout.locations)}); start a new DSH session to use it")
+    ctx.verdict(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine of profile "
+                f"{paths.name!r} ({', '.join(plan.layout.locations)}); start a new DSH session to use it")
     return 0
 
 
@@ -407,16 +515,65 @@ def _allow_shim_build_rule(ctx: Context) -> None:
     ctx.say(f"  pnpm     : {path.name}: allowBuilds.{BUILD_RULE_PACKAGE} = false (its prebuilt addon needs no build script)")
 
 
-def check_row_config(config: Mapping[str, Any], profile: str) -> None:
-    """Refuse a row config the engine would refuse at handshake, before anything is written."""
-    problems = config_problems(config)
+def _installed_row_config(ctx: Context) -> dict[str, Any] | None:
+    """The config of the row the last install wrote (None: not installed)."""
+    try:
+        _, block = split_block(read_text(ctx.paths.patch_file) or "")
+        return installed_config(block)
+    except Exception as err:  # noqa: BLE001 - YAML errors come in many classes
+        if ctx.opts.replace_config:
+            return None  # nothing of it is kept anyway
+        raise InstallError(f"cannot read the installed turn-memory row in {ctx.paths.patch_file}: {err}",
+                           fix=ctx.opts.invocation.install(*ctx.opts.own_flags(), *_config_options(ctx.opts),
+                                                           "--replace-config")) from err
+
+
+def _config_options(opts: Options, *, drop: frozenset[str] = frozenset(), rename: Mapping[str, str] | None = None,
+                    unset: Sequence[str] = (), sets: Sequence[str] = ()) -> list[str]:
+    """This run's config as options (`--set` per given key, `--unset`), corrected for a fix."""
+    out: list[str] = []
+    for key, value in leaves(opts.extra_config).items():
+        if key in drop:
+            continue
+        out += ["--set", f"{(rename or {}).get(key, key)}={show(value)}"]
+    for key in [*opts.unset, *unset]:
+        out += ["--unset", key]
+    for pair in sets:
+        out += ["--set", pair]
+    return out
+
+
+def check_row_config(merged: Merged, opts: Options) -> None:
+    """Refuse a row config the engine would refuse at handshake, before anything is written.
+
+    The fix is this very command, corrected: a misspelt key given now takes its nearest name;
+    a bad value given now is left out; a bad key the installed row already holds is `--unset`.
+    """
+    problems = config_problems(merged.config)
     if not problems:
         return
-    sets = suggested_sets(problems)
-    fix = (f"turn-memory install --profile {profile} {sets}" if sets else
-           "`turn-memory config` lists every key with its default; correct the --set/--config-json value")
-    raise InstallError(f"invalid turn-memory config: {'; '.join(p.message for p in problems)}; nothing was changed\n"
-                       f"  fix: {fix}")
+    given = leaves(opts.extra_config)
+    keys = {k.name for k in config_keys()}
+    drop: set[str] = set()
+    rename: dict[str, str] = {}
+    unset: list[str] = []
+    sets: list[str] = []
+    for p in problems:
+        mine = [k for k in given if k == p.key or k.startswith(p.key + ".")] if p.key else list(given)
+        if p.key and not mine:  # the installed row holds it: remove it, keep a misspelt value under its name
+            unset.append(p.key)
+            if p.nearest in keys and not isinstance(p.value, (dict, list)):
+                sets.append(f"{p.nearest}={show(p.value)}")
+            continue
+        if p.nearest in keys and p.key in given:
+            rename[p.key] = p.nearest
+        else:
+            drop.update(mine)
+    fixed = opts.invocation.install(*opts.own_flags(), *_config_options(opts, drop=frozenset(drop), rename=rename,
+                                                                        unset=unset, sets=sets))
+    where = " in the installed row" if unset and not drop and not rename else ""
+    raise InstallError(f"invalid turn-memory config{where}: {'; '.join(p.message for p in problems)}; "
+                       "nothing was changed", fix=fixed)
 
 
 def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:
@@ -427,8 +584,20 @@ def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: 
     return plan, new_text
 
 
+def _say_config(ctx: Context, merged: Merged) -> None:
+    ctx.report["config"] = {"how": merged.how, "row": merged.config, "not_there": merged.not_there,
+                            "changes": [{"key": c.key, "kind": c.kind, "old": c.old, "new": c.new}
+                                        for c in merged.changes]}
+    ctx.say(f"  config   : {merged.how}")
+    for change in merged.changes:
+        ctx.say(f"    {change.line()}")
+    for key in merged.not_there:
+        ctx.say(f"  note     : --unset {key}: the installed row does not set it (nothing to remove)")
+
+
 def _say_plan(ctx: Context, plan: L.Plan) -> None:
     lay = plan.layout
+    ctx.report.update(layout=lay.kind, changes=list(plan.changes))
     if isinstance(lay, L.BundleLayout):
         ctx.say("  layout   : bundle (compaction-basic is reachable by id)")
     else:
@@ -447,6 +616,7 @@ def _verify(ctx: Context, profile: str, backups: Backups, check: Callable[[Any],
     except (InstallError, DshError) as err:
         verdict = L.Verdict(False, (f"FAIL {err}",))
     _say_files(ctx, backups)
+    ctx.report.update(verification=list(verdict.lines), warnings=list(verdict.warnings))
     ctx.say("  verification (dsh --dump-config after writing):")
     for line in verdict.lines:
         ctx.say(f"    {line}")
@@ -456,6 +626,7 @@ def _verify(ctx: Context, profile: str, backups: Backups, check: Callable[[Any],
 
 
 def _say_files(ctx: Context, backups: Backups) -> None:
+    ctx.report["files"] = [{"path": str(p), "backup": str(b) if b else None} for p, b in backups.made.items()]
     if backups.made:
         ctx.say("  files edited:")
         for line in backups.lines():
@@ -478,18 +649,16 @@ def _rollback(ctx: Context, backups: Backups, added_by_us: bool) -> None:
 
 
 def uninstall(opts: Options) -> int:
-    try:
-        return _uninstall(_resolve(opts))
-    except (InstallError, PatchFileError, L.LayoutError, DshError, LocateError) as err:
-        opts.out(f"error: {err}")
-        return getattr(err, "code", 1)
+    return _run(opts, "uninstall", _uninstall)
 
 
 def _uninstall(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "uninstall" + (" (dry run)" if opts.dry_run else ""))
     if not paths.package_json.exists():
-        ctx.say(f"  profile {paths.name!r} does not exist: nothing to uninstall")
+        found = ", ".join(list_profiles(paths.home)) or "none"
+        ctx.verdict(f"profile {paths.name!r} does not exist in {paths.home / 'profiles'} (profiles there: {found}): "
+                    "nothing to uninstall")
         return 0
     refuse_manifest_bom(paths)
     text0 = read_text(paths.patch_file)
@@ -503,7 +672,7 @@ def _uninstall(ctx: Context) -> int:
         ctx.say(f"  would remove the managed block from {paths.patch_file}" if block else "  no managed block")
         ctx.say(f"  would run: dsh plugin --profile {paths.name} remove {L.OUR_PACKAGE}" if state.spec else
                 f"  {L.OUR_PACKAGE} is not a dependency of the profile")
-        ctx.say("dry run: nothing was changed")
+        ctx.verdict("dry run: nothing was changed")
         return 0
 
     backups = ctx.backups
@@ -534,9 +703,9 @@ def _uninstall(ctx: Context) -> int:
 
     verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_uninstalled(after, expected))
     if not verdict.ok or problems:
-        ctx.say("verdict: FAILED")
+        ctx.verdict("verdict: FAILED")
         return 2
-    ctx.say("verdict: uninstalled -- the stock compaction engine is live again")
+    ctx.verdict(f"verdict: uninstalled -- the stock compaction engine is live again in profile {paths.name!r}")
     return 0
 
 

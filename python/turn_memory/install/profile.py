@@ -1,9 +1,9 @@
 """Find the DSH home, the profile files and the `dsh` executable; run `dsh`.
 
 Home resolution follows `@deepseek-ai/dsh-home-paths` `resolveDshHome`: an
-explicit path, else a non-blank `$DSH_HOME`, else `~/.dsh`; a leading `~`,
-`~/` or `~\\` expands to the OS home. DSH Desktop keeps its home in
-`<install>\\home`, and only its bundled wrapper
+explicit path, else a non-blank `$DSH_HOME`, else `~/.dsh`; `~` and environment
+variables are expanded (`turn_memory.paths`: one rule for every path we read).
+DSH Desktop keeps its home in `<install>\\home`, and only its bundled wrapper
 `<install>\\resources\\runtime\\cli\\bin\\dsh.cmd` may manage the `desktop`
 profile (a plain `dsh` refuses: "profile desktop is managed exclusively by
 the Electron application"), so the wrapper next to a Desktop home wins over
@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath, PureWindowsPath
 
+from turn_memory.paths import expand_path
+
 from .desktop import DESKTOP_WRAPPER_PARTS, DesktopNotFound, find_desktop
 
 
@@ -33,26 +35,17 @@ class LocateError(Exception):
     pass
 
 
-def expand_home_path(value: str, os_home: Path | None = None) -> Path:
-    home = os_home if os_home is not None else Path.home()
-    if value == "~":
-        return home
-    if value.startswith("~/") or value.startswith("~\\"):
-        return home / value[2:]
-    return Path(value)
-
-
 def resolve_home(explicit: str | None, env: Mapping[str, str], desktop: str | None = None) -> Path:
     if explicit:
-        return expand_home_path(explicit).resolve()
+        return expand_path(explicit).resolve()
     if desktop:
         try:
-            return Path(find_desktop(str(expand_home_path(desktop))).home).resolve()
+            return Path(find_desktop(str(expand_path(desktop))).home).resolve()
         except DesktopNotFound:  # resolve_dsh says why, with the fix
-            return (expand_home_path(desktop) / "home").resolve()
+            return (expand_path(desktop) / "home").resolve()
     from_env = env.get("DSH_HOME")
     if from_env is not None and from_env.strip():
-        return expand_home_path(from_env).resolve()
+        return expand_path(from_env).resolve()
     return (Path.home() / ".dsh").resolve()
 
 
@@ -84,13 +77,14 @@ def resolve_dsh(
     which: Callable[[str], str | None] = shutil.which,
 ) -> DshLocation:
     if explicit:
-        found = which(explicit) if not Path(explicit).exists() else explicit
+        given = expand_path(explicit)
+        found = str(given) if given.exists() else which(explicit)
         if not found:
             raise LocateError(f"--dsh {explicit}: no such file or command")
         return DshLocation(Path(found).absolute(), "--dsh")
     if desktop:
         try:
-            wrapper = Path(find_desktop(str(expand_home_path(desktop))).wrapper)
+            wrapper = Path(find_desktop(str(expand_path(desktop))).wrapper)
         except DesktopNotFound as err:
             raise LocateError(str(err)) from err
         return DshLocation(wrapper.absolute(), "--desktop")
@@ -103,6 +97,17 @@ def resolve_dsh(
     raise LocateError(
         "no dsh found: pass --dsh PATH, --desktop <DSH Desktop install dir>, or put dsh on PATH"
     )
+
+
+#: profiles dsh creates from its own template on first use (`sdk` and `acp`: 0.2.x only);
+#: any other name must exist first (`dsh plugin --profile NAME add <package>` creates it)
+SHIPPED_PROFILES = ("headless", "web", "sdk", "acp")
+
+
+def list_profiles(home: Path) -> list[str]:
+    """The profiles a DSH home holds (a profile is a folder with a package.json)."""
+    root = home / "profiles"
+    return sorted(p.name for p in root.iterdir() if (p / "package.json").is_file()) if root.is_dir() else []
 
 
 @dataclass(frozen=True)

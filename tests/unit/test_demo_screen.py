@@ -1,0 +1,100 @@
+"""The demo's screen: its figures are `inspect`'s, its words say why each turn is as it is, and
+its before/after view of a turn adds up to the same tokens."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from test_inspect import HEADER, landed_log
+from turn_memory.demo.requests import Costs, TurnCost, owner
+from turn_memory.demo.screen import DemoFacts, Showcase, screen, state_text
+from turn_memory.demo.turn_view import clip, turn_nodes
+from turn_memory.devtools.fake_model import FakeRequest
+from turn_memory.host.dialect import RC8, V02
+from turn_memory.inspection.report import inspect_log
+
+
+def size(nodes: int, tokens: int) -> dict[str, int]:
+    return {"nodes": nodes, "tokens": tokens}
+
+
+def turn(n: int, state: str, before: tuple[int, int], after: tuple[int, int], folded: int | None = None) -> dict:
+    return {"turn": n, "complete": state != "open", "state": state, "before": size(*before), "after": size(*after),
+            "current": size(*after), "markers": [], "shadowed_by": folded}
+
+
+@pytest.mark.parametrize("t, text", [
+    (turn(1, "compressed", (5, 1125), (2, 75), folded=118),
+     "compressed by a worker; the original stays in the log; then folded into the checkpoint"),
+    (turn(2, "no-op", (3, 285), (3, 285)),
+     "left as is: below turns.minTurnTokens (600 tok), a worker would cost more than it saves"),
+    (turn(3, "no-op", (9, 2400), (9, 2400)), "left as is: its worker found nothing to shorten"),
+    (turn(4, "no-op", (2, 28), (3, 152)),
+     "left as is: below turns.minTurnTokens (600 tok), a worker would cost more than it saves; +1 msg: DSH's "
+     "runtime-context snapshot, restated here when the turn before it landed"),
+    (turn(5, "pending", (5, 900), (5, 900)),
+     "pending: DSH exited before its compression landed; it lands when the session resumes"),
+    (turn(6, "open", (1, 20), (1, 20)), "open: the turn did not finish"),
+])
+def test_each_state_says_what_happened_and_why(t, text):
+    assert state_text(t, 600) == text
+
+
+def test_the_screen_prints_inspects_figures_with_requests_and_cost():
+    report = {"turns": [turn(1, "compressed", (5, 1125), (2, 75), folded=118), turn(2, "no-op", (3, 285), (3, 285))],
+              "checkpoints": [{"seq": 118, "compaction_id": "c", "range": {"start": 34, "end": 96},
+                               "shadowed": {"nodes": 11, "tokens": 629, "turns": [1, 2]}, "tokens": 242,
+                               "current": True, "folded_by": None}],
+              "surface": size(11, 1235), "before": size(27, 3895), "savings": {"tokens": 2660, "percent": 68.3}}
+    costs = Costs({1: TurnCost(2, 2, 0.002, 0.00176), 2: TurnCost(1, 0, 0.00028, 0.0), "/compact": TurnCost(0, 2, 0, 0.00117)})
+    facts = DemoFacts(report, {1: "Write notes.md: a one-page reference on the zstd frame format", 2: "Which fact?"},
+                      compact_at=2, compact_text="Compacted 11 history items (~629 tokens).", costs=costs,
+                      min_turn_tokens=600, showcase=None, read_back="Turn 1, original nodes (4 nodes, 3,982 characters)",
+                      read_back_by=6)
+    lines = screen(facts)
+    assert lines[2] == "     1  Write notes.md: a one-page…         2 + 2 worker     $0.00376    5 msgs ~1,125 tok ->  " \
+                       "2 msgs ~   75 tok"
+    assert lines[6].startswith("     -  /compact                            0 + 2 worker     $0.00117   Compacted 11")
+    assert lines[7] == ("  * the agent's + the turn's worker's model requests; 7 in all, $0.0052 at DeepSeek list prices with "
+                        "prefix caching (4 characters per token).")
+    assert ("  /compact folded turns 1-2 (11 messages, ~629 tok) into one checkpoint of ~242 tok (61% smaller); the "
+            "turns after it stay as they are") in lines
+    assert ("  the model now sees 11 messages, ~1,235 tok; the raw log holds 27, ~3,895 tok (68.3% less), and nothing "
+            "was deleted from it") in lines
+    assert lines[-1] == ("  nothing was lost: turn 6 read turn 1's original back with read_session_history: 4 messages, "
+                         "3,982 characters (--verbose prints it)")
+
+
+@pytest.mark.parametrize("dialect, name", [(RC8, "session.jsonl"), (V02, "session.v4.jsonl")])
+def test_a_turns_before_and_after_add_up_to_inspects_figures(tmp_path, dialect, name):
+    events = landed_log(dialect)
+    path = tmp_path / name
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [HEADER, *events]))
+    (landed,) = [t for t in inspect_log(path)["turns"] if t["state"] == "compressed"]
+    before = turn_nodes(events, dialect, landed["turn"], landed["markers"][0]["seq"])
+    after = turn_nodes(events, dialect, landed["turn"], len(events))
+    assert (len(before), sum(v.tokens for v in before)) == (landed["before"]["nodes"], landed["before"]["tokens"])
+    assert (len(after), sum(v.tokens for v in after)) == (landed["after"]["nodes"], landed["after"]["tokens"])
+    assert after[0].role == "user" and "Fix the parser." in after[0].preview  # v02 lands one user message
+    lines = screen(DemoFacts({**inspect_log(path)}, {}, 0, "", Costs(), 600, Showcase(landed["turn"], before, after),
+                             None))
+    assert any(line.startswith(f"  turn {landed['turn']} before ({len(before)} msgs") for line in lines)
+
+
+def test_previews_end_at_a_whole_word():
+    assert clip("a reader can decode across frames without rewriting the file", 30) == "a reader can decode across…"
+    assert clip("short", 30) == "short"
+
+
+def test_each_request_belongs_to_its_turn_or_to_compact():
+    def request(kind: str, tools: list[str], user: str) -> FakeRequest:
+        return FakeRequest(0, kind, "/v1/chat/completions", {}, {
+            "messages": [{"role": "user", "content": user}],
+            "tools": [{"type": "function", "function": {"name": t}} for t in tools]}, 0.0)
+
+    tasks = {"Count the words in notes.md.": 3}
+    assert owner(request("turn", ["bash"], "Count the words in notes.md."), tasks) == (3, False)
+    assert owner(request("turn", ["replace_turn_nodes"], "Current nodes of turn 3:\n- n1 …"), tasks) == (3, True)
+    assert owner(request("turn", ["replace_session_memory"], "Your segment's original nodes"), tasks) == ("/compact", True)
+    assert owner(request("title", [], "Count the words in notes.md."), tasks) == (None, False)

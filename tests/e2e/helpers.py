@@ -60,3 +60,24 @@ def host_problems(run: Any) -> list[dict[str, Any]]:
     """Warnings and errors DSH's plugins logged during a run (session store, token meter,
     turn-memory …), leaving out the machine's own."""
     return [r for r in run.logs() if r.get("name") not in ENVIRONMENT_LOGGERS]
+
+
+#: how every compression worker's task opens (prompts/turn-compression.md, session-compaction.md)
+WORKER_TASK = "You are now the memory editor"
+#: a request is a compression worker's when it offers one of these editor tools
+WORKER_EDITORS = {"replace_turn_nodes", "replace_session_memory"}
+
+
+def worker_task_problems(requests: list[Any]) -> list[str]:
+    """Every compression worker's provider-side request must end with its task (D-018): its
+    last user text is the task, with no runtime context after it. Only in-history system
+    updates (0.2.1's Messages wire puts a fork's persona and tool changes right after the user
+    turn) and the worker's own calls and their results may follow it."""
+    problems = []
+    for request in requests:
+        if not WORKER_EDITORS & set(request.tool_names):
+            continue
+        users = [text_of(m) for m in request.messages if m.get("role") == "user"]
+        if not users or not users[-1].startswith(WORKER_TASK):
+            problems.append(f"request {request.index}: the last user text is {(users or [''])[-1][:100]!r}, not the task")
+    return problems

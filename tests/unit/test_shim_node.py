@@ -37,6 +37,7 @@ SUITES = {
     "bridge.test.js": "Bridge",
     "engine-process.test.js": "EngineProcess",
     "config.test.js": "config validation",
+    "workers.test.js": "Workers.setup",
 }
 
 

@@ -105,6 +105,12 @@ class HelloResult(_Model):
     #: how the host's runtime-context snapshot message is sourced ({field: value} matchers):
     #: workers must not see that host scaffolding
     snapshotSources: list[dict[str, str]] = Field(default_factory=list)
+    #: runtime-context sections a worker scope shadows: the host keeps them under its
+    #: suppressor, and a worker's request carries no runtime context (D-018)
+    workerShadowContexts: list[str] = Field(default_factory=list)
+    #: the host projects the snapshot inside the step at the pre-step's snapshot slot (0.2.1):
+    #: a worker keeps that slot ahead of its task instead of dropping it, so the task is last
+    workerSnapshotFirst: bool = False
 
 
 class AgentOptions(_Model):

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from fake_host import FakeHost
 from session_builders import work_session
-from turn_memory.compaction.segmented import SegmentedJob, worker_tool_specs
+from turn_memory.compaction.segment_prompt import worker_tool_specs
+from turn_memory.compaction.segmented import SegmentedJob
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError
 from turn_memory.config import CompactionConfig

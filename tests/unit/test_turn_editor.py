@@ -7,7 +7,7 @@ import pytest
 from turn_builders import Shape, completed_turn_log
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.turns.editor import TurnNodeEditor
-from turn_memory.turns.job import worker_tool_specs
+from turn_memory.turns.prompt import worker_tool_specs
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.tools import ToolError, WorkerTools
 

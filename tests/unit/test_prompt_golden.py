@@ -28,6 +28,8 @@ from turn_memory.compaction.selection import Selection
 from turn_memory.compaction.session_tools import SessionTools
 from turn_memory.config import CompactionConfig, EngineConfig
 from turn_memory.continuation import texts
+from turn_memory.devtools.fake_model import FakeRequest
+from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.host.dialect import RC8
 from turn_memory.host.reasoning import Hint, ReasoningBlock
 from turn_memory.prompts import read_prompt, render_prompt
@@ -150,3 +152,20 @@ def test_the_fixed_session_covers_what_the_tasks_must_show():
     first, second = session_task(1), session_task(2)
     assert "You start fresh" not in first and "What earlier segments established" not in first
     assert "You start fresh" in second and "What earlier segments established" in second and "<memory-image" in second
+
+
+def _request(task: str, tool: str) -> FakeRequest:
+    body = {"messages": [{"role": "user", "content": task}], "tools": [{"type": "function", "function": {"name": tool}}]}
+    return FakeRequest(index=0, kind="turn", path="/chat/completions", headers={}, body=body, time=0.0)
+
+
+def test_the_scripted_worker_reads_the_catalogs_the_tasks_carry():
+    """The stand-in worker (demo, benchmarks, the eval tool) parses these catalog lines."""
+    (call,) = worker_responder(_request(turn_task_fork(), "replace_turn_nodes"))["tool_calls"]
+    assert call["arguments"]["from"] == "n1" and call["arguments"]["to"] == "n11"
+    user, answer = call["arguments"]["nodes"]
+    assert user["content"].startswith("The nightly import drops rows") and answer["content"].startswith("Fixed.")
+    (call,) = worker_responder(_request(session_task(1), "replace_session_memory"))["tool_calls"]
+    assert call["arguments"]["from"] == "P1" and call["arguments"]["expected_revision"] == 0
+    asks = call["arguments"]["nodes"][0]["content"]
+    assert asks.startswith("The nightly import drops rows") and "runtime context" not in asks

@@ -30,7 +30,9 @@ from turn_memory.compaction.selection import Selection
 from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError
 from turn_memory.config import CompactionConfig
 from turn_memory.host.blocks import render_blocks
+from turn_memory.host.dialect import is_checkpoint_source
 from turn_memory.host.images import missing_markers
+from turn_memory.host.markers import is_host_context_at
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
 from turn_memory.prompts import PromptError
@@ -51,10 +53,19 @@ def source_nodes(log_: SessionLog, segment: Segment) -> list[SourceNode]:
     for k, seq in enumerate(segment.seqs, start=1):
         message = log_.message_of(seq) or {"role": "user", "content": []}
         text, images, _ = render_blocks(message.get("content") or [])
-        role = message.get("role", "user")
-        out.append(SourceNode(f"S{segment.index}.{k}", "tool" if role == "tool" or _is_tool(log_, seq) else role, text,
-                              tuple(images)))
+        role = "tool" if message.get("role") == "tool" or _is_tool(log_, seq) else message.get("role", "user")
+        out.append(SourceNode(f"S{segment.index}.{k}", role, text, tuple(images), _kind(log_, seq, role, message)))
     return out
+
+
+def _kind(log_: SessionLog, seq: int, role: str, message: dict[str, Any]) -> str:
+    """What the host recorded a user node to be: an earlier checkpoint (established history),
+    host or plugin scaffolding, or the person's words."""
+    if role != "user":
+        return ""
+    if is_checkpoint_source(message.get("source")):
+        return "checkpoint"
+    return "host-context" if is_host_context_at(log_.events, seq) else "human"
 
 
 def plan_segments(log_: SessionLog, selection: Selection, budget: int) -> tuple[list[Segment], dict[int, list[SourceNode]]]:

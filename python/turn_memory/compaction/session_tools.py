@@ -74,10 +74,12 @@ class SourceNode:
     text: str
     #: canonical image markers in this node (design D-010)
     images: tuple[str, ...] = ()
+    #: a user node's kind, from its source: "human", "host-context" or "checkpoint" ("" otherwise)
+    kind: str = ""
 
 
 def source_label(node: SourceNode) -> str:
-    return f"{node.id} · {node.role}"
+    return f"{node.id} · {node.role}" + (f" · {node.kind}" if node.kind else "")
 
 
 def source_heading(node: SourceNode) -> str:

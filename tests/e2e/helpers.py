@@ -69,15 +69,24 @@ WORKER_EDITORS = {"replace_turn_nodes", "replace_session_memory"}
 
 
 def worker_task_problems(requests: list[Any]) -> list[str]:
-    """Every compression worker's provider-side request must end with its task (D-018): its
-    last user text is the task, with no runtime context after it. Only in-history system
-    updates (0.2.1's Messages wire puts a fork's persona and tool changes right after the user
-    turn) and the worker's own calls and their results may follow it."""
+    """Every compression worker's provider-side request must end with its task (D-018): no
+    user text between the task and the worker's first reply, so no runtime context after it.
+    Only in-history system updates may follow it there (0.2.1's Messages wire puts a fork's
+    persona and tool changes right after the user turn); after the worker's own replies come
+    its tool results and whatever the host says about its calls."""
     problems = []
     for request in requests:
         if not WORKER_EDITORS & set(request.tool_names):
             continue
-        users = [text_of(m) for m in request.messages if m.get("role") == "user"]
-        if not users or not users[-1].startswith(WORKER_TASK):
-            problems.append(f"request {request.index}: the last user text is {(users or [''])[-1][:100]!r}, not the task")
+        messages = request.messages
+        at = max((i for i, m in enumerate(messages) if m.get("role") == "user" and text_of(m).startswith(WORKER_TASK)),
+                 default=None)
+        if at is None:
+            problems.append(f"request {request.index}: no task")
+            continue
+        for message in messages[at + 1:]:
+            if message.get("role") == "assistant":
+                break
+            if message.get("role") == "user":
+                problems.append(f"request {request.index}: {text_of(message)[:100]!r} follows the task")
     return problems

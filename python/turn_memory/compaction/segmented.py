@@ -68,7 +68,8 @@ def _kind(log_: SessionLog, seq: int, role: str, message: dict[str, Any]) -> str
     return "host-context" if is_host_context_at(log_.events, seq) else "human"
 
 
-def plan_segments(log_: SessionLog, selection: Selection, budget: int) -> tuple[list[Segment], dict[int, list[SourceNode]]]:
+def plan_segments(log_: SessionLog, selection: Selection,
+                  budget: int) -> tuple[list[Segment], dict[int, list[SourceNode]]]:
     """The selected span as segments of complete units within `budget` tokens, and each one's source nodes."""
     nodes = log_.nodes
     first = nodes.index(selection.start)

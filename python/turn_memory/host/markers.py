@@ -19,7 +19,8 @@ from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN, Dialect, is_human_sou
 # recognised in host.turn_index, which keeps the turns with each marker as the log grows
 from turn_memory.host.turn_index import Phase, marker_of
 
-__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_host_context_at", "is_own_source", "marker_of", "marker_source"]
+__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_host_context_at", "is_own_source", "marker_of",
+           "marker_source"]
 
 
 def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:

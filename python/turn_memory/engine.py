@@ -123,7 +123,9 @@ class Engine:
                            elideExcept=[REASONING_BLOCK_END] if hints else [],
                            preStepTimeoutMs=int(wait_s * 1000), bootWait=barrier, publicTools=tools,
                            contextSections=sections,
-                           snapshotSources=[dict(m) for m in dialect.snapshot_sources], eventLoop=_loop_name())
+                           snapshotSources=[dict(m) for m in dialect.snapshot_sources],
+                           workerShadowContexts=list(dialect.required_context_sections),
+                           workerSnapshotFirst=dialect.snapshot_projected_in_step, eventLoop=_loop_name())
 
     # -- messages (routed by DISPATCH, below) --------------------------------------------
     def is_inline(self, method: str) -> bool:

@@ -3,8 +3,10 @@
 Supports exactly `{{name}}` and non-nested `{{#if flag}}…{{/if}}`. Unknown names (also
 inside a block whose flag is off), unknown flags and any leftover `{{…}}` fail the render,
 so a typo in a prompt fails the job loudly instead of sending the model a broken
-instruction — whichever flags this render happens to have. Templates are read fresh
-on every render: an edited prompt takes effect on the next job without a restart.
+instruction — whichever flags this render happens to have. A block that is off leaves the
+blank lines around it behind: the template's runs of blank lines close up to one (inserted
+values are never touched). Templates are read fresh on every render: an edited prompt
+takes effect on the next job without a restart.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from turn_memory.resources import ResourceError, prompts_dir
 
 _IF = re.compile(r"\{\{#if ([A-Za-z_][A-Za-z0-9_]*)\}\}(.*?)\{\{/if\}\}", re.S)
 _VAR = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+_BLANK_RUN = re.compile(r"\n(?:[ \t]*\n){2,}")
 
 
 class PromptError(ValueError):
@@ -38,7 +41,7 @@ def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] |
             raise PromptError("nested conditions are not supported")
         return body if flags[name] else ""
 
-    out = _IF.sub(conditional, template)
+    out = _BLANK_RUN.sub("\n\n", _IF.sub(conditional, template))
 
     def variable(match: re.Match[str]) -> str:
         name = match.group(1)

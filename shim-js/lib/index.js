@@ -217,6 +217,8 @@ export default class TurnMemoryEngine extends CompactionEngine {
       this.mirror.elideExcept = result?.elideExcept ?? [];
       this._skipSubagents = result?.skipSubagents ?? true;
       this.workers.snapshotSources = result?.snapshotSources ?? [];
+      this.workers.shadowContexts = result?.workerShadowContexts ?? [];
+      this.workers.snapshotFirst = result?.workerSnapshotFirst ?? false;
       this._preStepTimeoutMs = result?.preStepTimeoutMs ?? this.settings.hookTimeoutMs;
       this._bootWait = result?.bootWait ?? false;
       this._timeouts = 0;

@@ -2,7 +2,11 @@
 // agent, each isolated (its own complete system prompt, no runtime context, no inherited
 // tools) with the engine's tools registered in its scope only, so no other agent ever
 // sees them (design D-009, D-018). Tool calls go to the engine; the engine decides.
-// Facts behind every call here: docs/rc8-workers.md.
+// Facts behind every call here: docs/rc8-workers.md. On 0.2.1 the loop projects the runtime
+// context again inside the step (dsh-agent-loop step()), keeps `required` sections (the working
+// directory) under a suppressor, and a fork's seed retains the parent's snapshot, so the child
+// would get a fresh snapshot after its task: the handshake names what to shadow and where the
+// projected snapshot must go (before the task: the fork's "none" retraction, nothing else).
 import { engineTool } from './engine-tools.js';
 
 const MARKER = 'turnMemoryWorker';
@@ -23,6 +27,12 @@ export class Workers {
 
   /** {field: value} pairs naming the host's runtime-context snapshot source (from the handshake) */
   snapshotSources = [];
+
+  /** runtime-context sections the host keeps under a suppressor: shadowed in a worker scope */
+  shadowContexts = [];
+
+  /** the host projects its snapshot at the pre-step's snapshot slot: keep it first, never drop it */
+  snapshotFirst = false;
 
   constructor(ctx, mirror, callEngine) {
     this.ctx = ctx;
@@ -47,13 +57,19 @@ export class Workers {
     c.tools.guard(() => (run.finished ? 'the compression is finished; stop here' : undefined));
     c.systemPrompt.section({ name: 'turn-memory:worker', order: 0, complete: true, text: run.spec.persona });
     c.systemPrompt.suppressRuntimeContext();
+    // a required section survives the suppressor; an empty optional one of the same name in
+    // this scope shadows it, and the suppressor then drops that
+    for (const name of this.shadowContexts) c.systemPrompt.context({ name, order: 0, text: '' });
     c.on('agent/pre-step', async (step, next) => {
       run.requests = step.step;
       if (step.step > run.spec.maxRequests) return { kind: 'reject' };
       const decision = await next();
       if (decision.kind !== 'enter') return decision;
-      // a fork re-announces "runtime context: none": host scaffolding the worker must not see
-      return { ...decision, messages: decision.messages.filter((m) => !this.#isSnapshot(m)) };
+      // a fork re-announces "runtime context: none" after the task: host scaffolding the
+      // worker must not see, or (where the host projects it again at this slot) not last
+      const snapshots = decision.messages.filter((m) => this.#isSnapshot(m));
+      const rest = decision.messages.filter((m) => !this.#isSnapshot(m));
+      return { ...decision, messages: this.snapshotFirst ? [...snapshots, ...rest] : rest };
     });
   }
 

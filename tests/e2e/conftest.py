@@ -12,6 +12,7 @@ import pytest
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.devtools.runtime import HOSTS, Runtime, default_cache_dir, ensure_runtime
+from helpers import worker_task_problems
 from wheel_venv import WheelVenv, build_wheel, install_into_fresh_venv
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -57,6 +58,8 @@ def installed_template(host_runtime, tmp_path_factory, tm_cli) -> Path:
 def fake():
     with FakeModel() as model:
         yield model
+        # whatever a test is about, every worker request it caused ends with the worker's task
+        assert not worker_task_problems(model.requests)
 
 
 @pytest.fixture

@@ -60,3 +60,33 @@ def host_problems(run: Any) -> list[dict[str, Any]]:
     """Warnings and errors DSH's plugins logged during a run (session store, token meter,
     turn-memory …), leaving out the machine's own."""
     return [r for r in run.logs() if r.get("name") not in ENVIRONMENT_LOGGERS]
+
+
+#: how every compression worker's task opens (prompts/turn-compression.md, session-compaction.md)
+WORKER_TASK = "You are now the memory editor"
+#: a request is a compression worker's when it offers one of these editor tools
+WORKER_EDITORS = {"replace_turn_nodes", "replace_session_memory"}
+
+
+def worker_task_problems(requests: list[Any]) -> list[str]:
+    """Every compression worker's provider-side request must end with its task (D-018): no
+    user text between the task and the worker's first reply, so no runtime context after it.
+    Only in-history system updates may follow it there (0.2.1's Messages wire puts a fork's
+    persona and tool changes right after the user turn); after the worker's own replies come
+    its tool results and whatever the host says about its calls."""
+    problems = []
+    for request in requests:
+        if not WORKER_EDITORS & set(request.tool_names):
+            continue
+        messages = request.messages
+        at = max((i for i, m in enumerate(messages) if m.get("role") == "user" and text_of(m).startswith(WORKER_TASK)),
+                 default=None)
+        if at is None:
+            problems.append(f"request {request.index}: no task")
+            continue
+        for message in messages[at + 1:]:
+            if message.get("role") == "assistant":
+                break
+            if message.get("role") == "user":
+                problems.append(f"request {request.index}: {text_of(message)[:100]!r} follows the task")
+    return problems

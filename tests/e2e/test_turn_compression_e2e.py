@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload, text_of
+from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
@@ -182,3 +183,38 @@ def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_worker
     assert conversation(first_of_turn2)[0][1].startswith("COMPRESSED-USER")
     assert not kept.exists()  # deleted once landed
     reload(home, events)
+
+
+def catalog_users(request) -> list[tuple[str, str]]:
+    """(kind, preview) of each user node the worker's task catalog lists."""
+    task = next(text_of(m) for m in reversed(request.messages) if m["role"] == "user")
+    lines = [line.split(" · ") for line in task.splitlines() if line.startswith("- n")]
+    return [(parts[2], parts[-1]) for parts in lines if parts[1] == "user"]
+
+
+def test_the_catalog_labels_host_snapshots_and_human_words_from_their_sources(home, fake):
+    """Issue 22 item 1. On rc8 a landing that shadows the retained snapshot restates it at the
+    tail, before the next turn's words, so every other turn opens with a snapshot, and that is
+    the node the turn's pending marker copies. 0.2.1's loop always appends its snapshot after
+    the step's input (dsh-agent-loop preStep `[...claimed, context]`) and restates none."""
+    turns = 4
+    for k in range(turns):
+        fake.push("turn", {"text": f"Checking {k}.", "tool_calls": [
+            {"name": "bash", "arguments": {"command": f"echo probe-{k}", "description": "probe"}}]}, f"Done {k}.")
+    fake.responder = worker_responder
+    tasks = [task for k in range(turns) for task in (f"Task {k}: run the probe and report.", {"sleepMs": 1000})]
+    run = home.run(tasks, engine_overrides=BARRIER)
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+
+    # the first request of each turn's worker carries the turn's catalog
+    catalogs = {}
+    for request in worker_requests(fake):
+        users = catalog_users(request)
+        catalogs.setdefault(next(p for k, p in users if k == "human")[:6], users)
+    assert sorted(catalogs) == [f"Task {k}" for k in range(turns)]
+    for users in catalogs.values():
+        assert [kind for kind, preview in users if preview.startswith("Current runtime context")] == ["host-context"]
+        assert [preview[:5] for kind, preview in users if kind == "human"] == ["Task "]
+    opening = [users[0][0] for users in catalogs.values()]
+    assert opening == {"rc8": ["human", "host-context", "human", "host-context"], "v021": ["human"] * turns}[home.host]
+    reload(home, home.session_log(run.session_id)[1])

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+
 import pytest
 
-from turn_memory.prompts import PromptError, render, render_prompt
+from turn_memory.prompts import PromptError, prompt_sections, read_prompt, render, render_prompt
+from turn_memory.resources import prompts_dir
 
 
 def test_placeholders_and_conditions_render():
@@ -40,3 +44,27 @@ def test_every_shipped_prompt_renders_with_its_flags_off_and_on():
                "handoff": "h", "images": "i"}
     for on in (False, True):
         assert "{{" not in render_prompt("session-compaction", session, {"spawn": on, "handoff": on, "images": on})
+
+
+def test_a_block_that_is_off_leaves_one_blank_line_and_inserted_values_are_kept():
+    template = "Head.\n\n{{#if a}}\nA.\n{{/if}}\n\n{{#if b}}\nB.\n{{/if}}\n\nBody:\n\n{{body}}\n"
+    assert render(template, {"body": "x\n\n\n\ny"}, {"a": False, "b": False}) == "Head.\n\nBody:\n\nx\n\n\n\ny\n"
+    assert render(template, {"body": "x"}, {"a": True, "b": False}) == "Head.\n\nA.\n\nBody:\n\nx\n"
+
+
+def _every_render(name: str):
+    """Every combination of a prompt file's flags, each placeholder a one-line value."""
+    text = read_prompt(name)
+    names = sorted(set(re.findall(r"\{\{([A-Za-z_]\w*)\}\}", text)))
+    flags = sorted(set(re.findall(r"\{\{#if (\w+)\}\}", text)))
+    for states in itertools.product((False, True), repeat=len(flags)):
+        yield dict(zip(flags, states)), render_prompt(name, {n: n.upper() for n in names}, dict(zip(flags, states)))
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in prompts_dir().glob("*.md")))
+def test_no_prompt_has_a_run_of_blank_lines_with_any_block_on_or_off(name):
+    """Issue 22 finding 7: disabled blocks left eight blank lines in every worker's task."""
+    for flags, text in _every_render(name):
+        assert "\n\n\n" not in text, (flags, text)
+        for heading, body in prompt_sections(name).items():  # the tool and text sections of a file
+            assert "\n\n\n" not in body, heading

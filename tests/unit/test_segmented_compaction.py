@@ -78,7 +78,7 @@ def test_one_segment_is_folded_by_one_fork_and_committed_as_one_transaction(dial
     assert {t["name"] for t in spec["tools"]} == {"list_session_segments", "read_session_source", "read_session_memory",
                                                   "search_session_memory", "replace_session_memory",
                                                   "finish_session_segment", "read_memory_image"}
-    assert "assigned to you" in spec["prompt"] and "- S1.1 · user · Turn 1:" in spec["prompt"]
+    assert "assigned to you" in spec["prompt"] and "- S1.1 · user · human · Turn 1:" in spec["prompt"]
     assert "You start fresh" not in spec["prompt"] and spec["maxRequests"] == 32
     assert "memory editor" in spec["persona"]
     assert transactions(host.log.events[before:]) == [
@@ -132,7 +132,7 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
 
     assert [s["mode"] for s in started] == ["fork", "spawn"]
     prompt = started[1]["prompt"]
-    assert "You start fresh" in prompt and "### S1.1 · user\nTurn 1:" in prompt  # the segment's text itself
+    assert "You start fresh" in prompt and "### S1.1 · user · human\nTurn 1:" in prompt  # the segment's text itself
     assert "Compiling src/" in prompt and "revision 1" in prompt and "PARTIAL: fix things." in prompt
     assert started[0]["workerId"] != started[1]["workerId"]
     assert checkpoint_body(host) == "User: SPAWN-USER: fix the parser.\n\nAssistant: SPAWN-ASSISTANT: fixed."

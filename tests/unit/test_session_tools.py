@@ -10,11 +10,15 @@ from hypothesis import strategies as st
 
 from fake_host import FakeHost
 from session_builders import work_session
-from turn_memory.compaction.segmented import SegmentedJob, worker_tool_specs
+from surface_builders import checkpoint_message
+from turn_builders import Shape, completed_turn_log
+from turn_memory.compaction.segment_prompt import worker_tool_specs
+from turn_memory.compaction.segmented import SegmentedJob, source_nodes
+from turn_memory.compaction.segments import Segment
 from turn_memory.compaction.selection import select_manual_range
-from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError
+from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, source_label
 from turn_memory.config import CompactionConfig
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.tools import preview as _preview
 
 FOLD_P1 = {"expected_revision": 0, "from": "P1", "nodes": [
@@ -47,6 +51,20 @@ def test_tool_specs_name_six_tools_with_descriptions_and_strict_schemas():
     assert "expected_revision" in specs["replace_session_memory"]["description"]
 
 
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+def test_source_nodes_say_what_the_host_recorded_each_user_node_to_be(dialect):
+    """A snapshot that opens a turn carries the turn's pending marker; it is still host context,
+    and an earlier checkpoint is the history it stands for."""
+    log, positions = completed_turn_log(dialect, Shape(snapshot_first=True))
+    checkpoint = {"type": "user/message", "seq": len(log), "time": 1, "surfaceOp": "append",
+                  "data": checkpoint_message(dialect, "cmp-1", "User: earlier. Assistant: done.")}
+    log.append(checkpoint)
+    nodes = source_nodes(log, Segment(1, (*positions[:3], checkpoint["seq"]), 0, (2,)))
+    assert [(n.role, n.kind) for n in nodes] == [("user", "host-context"), ("user", "human"), ("assistant", ""),
+                                                 ("user", "checkpoint")]
+    assert [source_label(n) for n in nodes][:2] == ["S1.1 · user · host-context", "S1.2 · user · human"]
+
+
 def test_segment_catalog_shows_turns_sizes_and_status():
     tools = tools_for(turns=4, segment_tokens=100)  # each turn is over budget: one turn per segment, S1..S3
     text = tools.call("list_session_segments", {})
@@ -69,12 +87,12 @@ def test_read_source_defaults_to_the_assigned_segment_and_selects_by_ids_or_rang
     tools = tools_for(turns=3, segment_tokens=100)
     whole = tools.call("read_session_source", {})
     heads = [line for line in whole.splitlines() if line.startswith("### ")]
-    assert heads[0] == "### S1.1 · user" and heads[1] == "### S1.2 · assistant" and heads[2] == "### S1.3 · tool"
+    assert heads[0] == "### S1.1 · user · human" and heads[1] == "### S1.2 · assistant" and heads[2] == "### S1.3 · tool"
     assert "[reasoning]" in whole and "[tool call bash" in whole and "Compiling src/" in whole
     other = tools.call("read_session_source", {"segment": "S2"})
-    assert other.startswith("### S2.1 · user") and "Turn 2:" in other
+    assert other.startswith("### S2.1 · user · human") and "Turn 2:" in other
     picked = tools.call("read_session_source", {"ids": ["S1.4", "S1.1"]})
-    assert [line for line in picked.splitlines() if line.startswith("### ")] == ["### S1.1 · user", "### S1.4 · assistant"]
+    assert [line for line in picked.splitlines() if line.startswith("### ")] == ["### S1.1 · user · human", "### S1.4 · assistant"]
     ranged = tools.call("read_session_source", {"from": "S1.2", "to": "S1.3"})
     assert [line for line in ranged.splitlines() if line.startswith("### ")] == ["### S1.2 · assistant", "### S1.3 · tool"]
     assert tools.call("read_session_source", {"from": "S1.3"}).startswith("### S1.3 · tool")

@@ -38,6 +38,7 @@ SUITES = {
     "engine-process.test.js": "EngineProcess",
     "config.test.js": "config validation",
     "public-tools.test.js": "declarations cache",
+    "workers.test.js": "Workers.setup",
 }
 
 

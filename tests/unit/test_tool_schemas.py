@@ -8,13 +8,13 @@ from pydantic import Field
 
 from turn_memory.catalog import public_tools
 from turn_memory.compaction import session_tools
-from turn_memory.compaction.segmented import worker_tool_specs as session_worker_specs
+from turn_memory.compaction.segment_prompt import worker_tool_specs as session_worker_specs
 from turn_memory.continuation.tool import HandoffArgs
 from turn_memory.history.session_history import Args as HistoryArgs
 from turn_memory.host.tools import ToolArgs, tool_schema
 from turn_memory.runtime.read_image import ReadImageArgs
 from turn_memory.turns import tools as turn_tools
-from turn_memory.turns.job import worker_tool_specs as turn_worker_specs
+from turn_memory.turns.prompt import worker_tool_specs as turn_worker_specs
 
 
 class _Item(ToolArgs):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialect import RC8, V02
 from turn_memory.turns.editor import TurnNodeEditor
-from turn_memory.turns.job import worker_tool_specs
+from turn_memory.turns.prompt import worker_tool_specs
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.tools import ToolError, WorkerTools
 
@@ -27,6 +27,19 @@ def test_catalog_lists_every_node_with_kind_and_capacity():
     # user, snapshot, assistant+call, tool result, final assistant
     assert [line.split(" · ")[0] for line in text.splitlines()[1:]] == ["- n1", "- n2", "- n3", "- n4", "- n5"]
     assert "host-context" in text and "raw reasoning (must be rewritten)" in text and "capacity 1" in text
+
+
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+@pytest.mark.parametrize("first", [False, True], ids=["snapshot-after", "snapshot-first"])
+def test_the_catalog_kinds_follow_the_sources_not_the_position(dialect, first):
+    """The pending marker copies the turn's first user node; when the host's snapshot opens
+    the turn, the copy still lists as host context and the person's words as human."""
+    log, positions = completed_turn_log(dialect, Shape(snapshot_first=first))
+    text = WorkerTools(TurnNodeEditor(2, original_nodes(log, positions))).call("list_turn_nodes", {})
+    lines = [line.split(" · ") for line in text.splitlines()[1:]]
+    users = [(parts[2], parts[-1].split()[0]) for parts in lines if parts[1] == "user"]
+    expected = [("host-context", "Current"), ("human", "please")]
+    assert users == (expected if first else expected[::-1])
 
 
 def test_joint_replacement_gives_new_ids_and_partitions_positions():

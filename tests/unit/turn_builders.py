@@ -18,6 +18,8 @@ class Shape:
 
     steps: list[tuple[int, bool, bool]] = field(default_factory=lambda: [(1, True, False), (0, False, False)])
     snapshot: bool = True
+    #: the snapshot precedes the person's words (rc8 after a pause between tool turns)
+    snapshot_first: bool = False
 
 
 def add_turn(b: LogBuilder, shape: Shape, text: str = "please fix the parser") -> None:
@@ -28,8 +30,10 @@ def add_turn(b: LogBuilder, shape: Shape, text: str = "please fix the parser") -
         b.step_no = step_no
         b.add("step/start", {"turn": turn, "step": step_no})
         if step_no == 1:
+            if shape.snapshot and shape.snapshot_first:
+                b.snapshot()
             b.user(text + " " + "with care " * 10)
-            if shape.snapshot:
+            if shape.snapshot and not shape.snapshot_first:
                 b.snapshot()
         elif steer:
             b.user("actually, also check the lexer")

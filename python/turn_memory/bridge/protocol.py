@@ -107,6 +107,12 @@ class HelloResult(_Model):
     snapshotSources: list[dict[str, str]] = Field(default_factory=list)
     #: the class of the engine's asyncio loop (`turn-memory doctor` reports it; the shim ignores it)
     eventLoop: str | None = None
+    #: runtime-context sections a worker scope shadows: the host keeps them under its
+    #: suppressor, and a worker's request carries no runtime context (D-018)
+    workerShadowContexts: list[str] = Field(default_factory=list)
+    #: the host projects the snapshot inside the step at the pre-step's snapshot slot (0.2.1):
+    #: a worker keeps that slot ahead of its task instead of dropping it, so the task is last
+    workerSnapshotFirst: bool = False
 
 
 class AgentOptions(_Model):

@@ -23,27 +23,25 @@ from typing import Any
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
+from turn_memory.compaction import segment_prompt
 from turn_memory.compaction.memory import SessionMemoryEditor
 from turn_memory.compaction.segments import Segment, split_segments
 from turn_memory.compaction.selection import Selection
-from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError, tool_specs
+from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError
 from turn_memory.config import CompactionConfig
 from turn_memory.host.blocks import render_blocks
+from turn_memory.host.dialect import is_checkpoint_source
 from turn_memory.host.images import missing_markers
+from turn_memory.host.markers import is_host_context_at
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
-from turn_memory.prompts import PromptError, prompt_sections, render_prompt
+from turn_memory.prompts import PromptError
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime.workers import run_worker, worker_scope
+from turn_memory.runtime.workers import run_worker
 
 log = logging.getLogger("turn_memory.compaction")
 _ids = itertools.count(1)
 _role_label = {"user": "User", "assistant": "Assistant"}
-
-
-def worker_tool_specs() -> list[dict[str, Any]]:
-    """A segment worker's tools, with their descriptions from `prompts/session-worker-tools.md` (read fresh)."""
-    return worker_scope(tool_specs(prompt_sections("session-worker-tools")))
 
 
 class SegmentFailed(Exception):
@@ -55,10 +53,31 @@ def source_nodes(log_: SessionLog, segment: Segment) -> list[SourceNode]:
     for k, seq in enumerate(segment.seqs, start=1):
         message = log_.message_of(seq) or {"role": "user", "content": []}
         text, images, _ = render_blocks(message.get("content") or [])
-        role = message.get("role", "user")
-        out.append(SourceNode(f"S{segment.index}.{k}", "tool" if role == "tool" or _is_tool(log_, seq) else role, text,
-                              tuple(images)))
+        role = "tool" if message.get("role") == "tool" or _is_tool(log_, seq) else message.get("role", "user")
+        out.append(SourceNode(f"S{segment.index}.{k}", role, text, tuple(images), _kind(log_, seq, role, message)))
     return out
+
+
+def _kind(log_: SessionLog, seq: int, role: str, message: dict[str, Any]) -> str:
+    """What the host recorded a user node to be: an earlier checkpoint (established history),
+    host or plugin scaffolding, or the person's words."""
+    if role != "user":
+        return ""
+    if is_checkpoint_source(message.get("source")):
+        return "checkpoint"
+    return "host-context" if is_host_context_at(log_.events, seq) else "human"
+
+
+def plan_segments(log_: SessionLog, selection: Selection,
+                  budget: int) -> tuple[list[Segment], dict[int, list[SourceNode]]]:
+    """The selected span as segments of complete units within `budget` tokens, and each one's source nodes."""
+    nodes = log_.nodes
+    first = nodes.index(selection.start)
+    span_nodes = nodes[first:first + len(selection.shadowed)]
+    units = surface_units(span_nodes, log_.index.origins)
+    tokens = {s: p for s in span_nodes if (p := log_.price(s)) is not None}
+    segments = split_segments(span_nodes, units, tokens, budget)
+    return segments, {seg.index: source_nodes(log_, seg) for seg in segments}
 
 
 def _is_tool(log_: SessionLog, seq: int) -> bool:
@@ -106,15 +125,8 @@ class SegmentedJob:
         return f"session {self.session.id} compaction job {self.job_id.rsplit(':', 1)[-1]}"
 
     def prepare(self) -> None:
-        log_ = self.session.log
-        nodes = log_.nodes
-        first = nodes.index(self.selection.start)
-        span_nodes = nodes[first:first + len(self.selection.shadowed)]
-        units = surface_units(span_nodes, log_.index.origins)
-        tokens = {s: p for s in span_nodes if (p := log_.price(s)) is not None}
-        self.segments = split_segments(span_nodes, units, tokens, self.config.segmentTokens)
+        self.segments, sources = plan_segments(self.session.log, self.selection, self.config.segmentTokens)
         self.editor = SessionMemoryEditor(len(self.segments))
-        sources = {seg.index: source_nodes(log_, seg) for seg in self.segments}
         self.tools = SessionTools(self.editor, self.segments, sources, assigned=1,
                                   read_limit_chars=self.config.readLimitChars)
 
@@ -172,7 +184,7 @@ class SegmentedJob:
             try:
                 outcome, used = await run_worker(self.port, self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
-                    "persona": render_prompt("session-worker-system", {}), "tools": worker_tool_specs(),
+                    "persona": segment_prompt.persona(), "tools": segment_prompt.worker_tool_specs(),
                     "maxRequests": min(cfg.maxWorkerRequests, budget), "label": f"turn-memory compaction {segment.id}",
                 }, min(cfg.workerTimeoutS, left))
             finally:
@@ -194,26 +206,9 @@ class SegmentedJob:
 
     def _prompt(self, segment: Segment, mode: str) -> str:
         assert self.tools is not None and self.editor is not None
-        spawn = mode == "spawn"
-        sources = self.tools.sources[segment.index]
-        images = self.tools.segment_images(segment.index)  # catalog previews may cut a marker
-        if spawn:  # a fresh worker has no history in context: give it the segment's text
-            body = "\n\n".join(f"### {n.id} · {n.role}\n{n.text}" for n in sources)
-            if len(body) > self.config.readLimitChars:
-                body = body[: self.config.readLimitChars] + "\n[… more: read_session_source with offset]"
-        else:
-            body = self.tools.source_catalog(segment.index)
-        earlier = [n for n in self.editor.nodes if n.placeholder is None]
-        handoff = "\n\n".join(f"{_role_label[n.role]} ({n.id}): {n.text}" for n in earlier)
-        if len(handoff) > self.config.handoffChars:  # the recent causal tail matters most
-            handoff = "…" + handoff[-self.config.handoffChars:]
-        return render_prompt(
-            "session-compaction",
-            {"segment_count": str(len(self.segments)), "segment": str(segment.index),
-             "revision": str(self.editor.revision), "segments": self.tools.segment_catalog(),
-             "sources": body, "handoff": handoff, "images": "\n".join(images)},
-            {"spawn": spawn, "handoff": bool(handoff), "images": bool(images)},
-        )
+        return segment_prompt.task(self.tools, self.editor, segment, spawn=mode == "spawn",
+                                   read_limit_chars=self.config.readLimitChars,
+                                   handoff_chars=self.config.handoffChars)
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
         if self.tools is None or worker_id != self.current_worker:

@@ -74,6 +74,17 @@ class SourceNode:
     text: str
     #: canonical image markers in this node (design D-010)
     images: tuple[str, ...] = ()
+    #: a user node's kind, from its source: "human", "host-context" or "checkpoint" ("" otherwise)
+    kind: str = ""
+
+
+def source_label(node: SourceNode) -> str:
+    return f"{node.id} · {node.role}" + (f" · {node.kind}" if node.kind else "")
+
+
+def source_heading(node: SourceNode) -> str:
+    """The line above a source node's full text (reads, a spawn's task)."""
+    return f"### {source_label(node)}"
 
 
 @dataclass
@@ -143,7 +154,7 @@ class SessionTools:
         return parts
 
     def source_catalog(self, segment: int) -> str:
-        return "\n".join(f"- {n.id} · {n.role} · {preview(n.text)}" for n in self.sources[segment])
+        return "\n".join(f"- {source_label(n)} · {preview(n.text)}" for n in self.sources[segment])
 
     def memory_catalog(self, nodes: list[MemoryNode] | None = None) -> str:
         nodes = self.editor.nodes if nodes is None else nodes
@@ -188,7 +199,7 @@ class SessionTools:
             picked = nodes[i:j + 1]
         else:
             picked = nodes
-        return self._page("\n\n".join(f"### {n.id} · {n.role}\n{n.text}" for n in picked), args.offset)
+        return self._page("\n\n".join(f"{source_heading(n)}\n{n.text}" for n in picked), args.offset)
 
     def _read_memory(self, args: ReadMemoryArgs) -> str:
         try:

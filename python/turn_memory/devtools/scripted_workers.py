@@ -15,7 +15,8 @@ from turn_memory.devtools.fake_model import FakeRequest
 
 #: a catalog line; a backlog compressed by one worker prefixes every id with its turn (`t4.n1`)
 _NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
-_SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (.*)$", re.M)
+#: a segment's source line; a user node says what kind it is (`- S2.1 · user · host-context · …`)
+_SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (?:(human|host-context|checkpoint) · )?(.*)$", re.M)
 
 
 def _task(req: FakeRequest) -> str:
@@ -80,8 +81,8 @@ def _session_worker(req: FakeRequest) -> dict[str, Any]:
     sources = _SOURCE.findall(task)
     if not (segment and revision):
         return {"text": "I cannot find my assignment."}
-    asks = [_whole_words(p) for _, role, p in sources if role == "user" and not p.startswith("Current runtime context")]
-    answers = [_whole_words(p) for _, role, p in sources if role == "assistant"]
+    asks = [_whole_words(p) for _, role, kind, p in sources if role == "user" and kind != "host-context"]
+    answers = [_whole_words(p) for _, role, _, p in sources if role == "assistant"]
     return _call("replace_session_memory", {
         "expected_revision": int(revision.group(1)), "from": f"P{segment.group(1)}",
         "nodes": [{"role": "user", "content": " / ".join(asks[:3]) or "Earlier requests."},

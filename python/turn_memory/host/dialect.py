@@ -114,6 +114,13 @@ class Dialect:
     turn_shapes_checked: bool = True
     #: {field: value} matchers of the host's own runtime-context snapshot message source
     snapshot_sources: tuple[dict[str, str], ...] = ()
+    #: v02: runtime-context sections the host keeps under a scope's suppressor (registered
+    #: `required`, dsh-system-prompt assemble/refreshContext): a worker scope shadows each (D-018)
+    required_context_sections: tuple[str, ...] = ()
+    #: v02: the loop projects the runtime-context snapshot again inside the step, at the
+    #: pre-step's snapshot slot or else after the step's input (dsh-agent-loop step()): a
+    #: dropped slot puts it after a worker's task, so a worker keeps the slot ahead of it
+    snapshot_projected_in_step: bool = False
     #: v02: the loop forgets a retained runtime-context snapshot that a replacement cites and
     #: projects it again before the next request (dsh-agent-loop RuntimeContextProjection)
     reemits_shadowed_snapshot: bool = False
@@ -288,6 +295,8 @@ V02 = Dialect(
     assistant_turn_step_checked=True,
     turn_shapes_checked=False,
     snapshot_sources=({"kind": "runtime-context"},),
+    required_context_sections=("working-directory:current",),
+    snapshot_projected_in_step=True,
     reemits_shadowed_snapshot=True,
     first_class_tool_results=True,
     producer_owned_sources=True,

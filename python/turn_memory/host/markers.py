@@ -13,13 +13,14 @@ append-only log, not the surface. Markers are recognised in both spellings.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN, Dialect, is_human_source, is_plugin_source
 # recognised in host.turn_index, which keeps the turns with each marker as the log grows
 from turn_memory.host.turn_index import Phase, marker_of
 
-__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_own_source", "marker_of", "marker_source"]
+__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_host_context_at", "is_own_source", "marker_of",
+           "marker_source"]
 
 
 def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:
@@ -45,6 +46,22 @@ def is_host_context(message: dict[str, Any]) -> bool:
     if is_own_source(source):
         return CONTINUATION in source
     return not is_human_source(source)
+
+
+def is_host_context_at(events: Sequence[dict[str, Any]], seq: int) -> bool:
+    """`is_host_context` of the user message at `seq`, through turn-memory's own copies.
+
+    A marker copy names turn-memory as its producer, whatever it copies: the pending marker
+    goes on a turn's first user node, which is the host's runtime-context snapshot whenever the
+    snapshot precedes the person's words. Such a copy is host context exactly when every user
+    message it cites (`sourceEventSeqs`, what the host records of its origin) is."""
+    event = events[seq]
+    message = event.get("data") or {}
+    if marker_of(event) is None or CONTINUATION in (message.get("source") or {}):
+        return is_host_context(message)
+    cited = [s for s in event.get("sourceEventSeqs") or () if isinstance(s, int) and s < seq
+             and events[s]["type"] == "user/message"]
+    return bool(cited) and all(is_host_context_at(events, s) for s in cited)
 
 
 def event_source(event: dict[str, Any]) -> dict[str, Any]:

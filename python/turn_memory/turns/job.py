@@ -42,26 +42,21 @@ from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
 from turn_memory.config import TurnConfig
 from turn_memory.host.markers import marker_of
-from turn_memory.host.reasoning import Hint, hints_text
+from turn_memory.host.reasoning import Hint
 from turn_memory.host.surface import SessionLog
-from turn_memory.prompts import PromptError, prompt_sections, render_prompt
+from turn_memory.prompts import PromptError
 from turn_memory.runtime.land import LandingError, LogKeptMoving, Plan, land, validate
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime.workers import run_worker, worker_scope
-from turn_memory.turns import eligibility, landing as landing_
+from turn_memory.runtime.workers import run_worker
+from turn_memory.turns import eligibility, landing as landing_, prompt as worker_prompt
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.recovery import turn_nodes
 from turn_memory.turns.results import ResultStore, make_record, stale_reason
-from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools, catalog, tool_specs
+from turn_memory.turns.tools import FINISH, BatchTools, ToolError, WorkerTools
 
 log = logging.getLogger("turn_memory.turns")
 _worker_ids = itertools.count(1)
-
-
-def worker_tool_specs() -> list[dict[str, Any]]:
-    """A turn worker's tools, with their descriptions from `prompts/turn-worker-tools.md` (read fresh)."""
-    return worker_scope(tool_specs(prompt_sections("turn-worker-tools")))
 
 
 class _Ahead:
@@ -389,7 +384,7 @@ class TurnJob:
             try:
                 outcome, used = await run_worker(self.port, self.session.id, {
                     "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
-                    "persona": render_prompt("turn-worker-system", {}), "tools": worker_tool_specs(),
+                    "persona": worker_prompt.persona(), "tools": worker_prompt.worker_tool_specs(),
                     "maxRequests": min(cfg.maxWorkerRequests, budget), "label": label,
                 }, min(cfg.workerTimeoutS, left))
             finally:
@@ -410,19 +405,8 @@ class TurnJob:
 
     def _prompt(self, mode: str) -> str:
         todo = self._todo
-        editors = [job.editor for job in todo]
-        images = [m for e in editors for m in e.image_markers()]  # type: ignore[union-attr]
-        hints = [h for job in todo for h in job.hints]
-        turns = [str(job.turn) for job in todo]
-        return render_prompt(
-            "turn-compression",
-            {"turn": turns[0], "turns": ", ".join(turns[:-1]) + f" and {turns[-1]}" if len(turns) > 1 else turns[0],
-             "node_count": str(sum(len(e.nodes) for e in editors)),  # type: ignore[union-attr]
-             "catalog": "\n\n".join(catalog(e, previews=True) for e in editors),  # type: ignore[arg-type]
-             "hints": hints_text(hints), "images": "\n".join(images)},
-            {"single": len(todo) == 1, "batch": len(todo) > 1, "spawn": mode == "spawn",
-             "continuing": self._revision() > 0, "hints": bool(hints), "images": bool(images)},
-        )
+        return worker_prompt.task([job.editor for job in todo], [h for job in todo for h in job.hints],  # type: ignore[misc]
+                           spawn=mode == "spawn", continuing=self._revision() > 0)
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
         """A worker's tool call, routed here by the engine."""

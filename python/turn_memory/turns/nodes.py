@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.markers import is_host_context, marker_of
+from turn_memory.host.markers import is_host_context_at, marker_of
 from turn_memory.host.surface import SessionLog
 
 Role = Literal["user", "assistant", "tool"]
@@ -60,7 +60,7 @@ def original_nodes(log: SessionLog, seqs: Sequence[int]) -> list[OriginalNode]:
             sources = tuple(sorted({*event.get("sourceEventSeqs", ()), seq}))
         if kind_of_event == "user/message":
             role: Role = "user"
-            kind: Kind = "host-context" if is_host_context(message) else "human"
+            kind: Kind = "host-context" if is_host_context_at(log.events, seq) else "human"
             nodes.append(OriginalNode(index, seq, role, kind, text, sources, event, images=tuple(images)))
         elif kind_of_event == "assistant/message":
             calls = tuple(b["id"] for b in message.get("content", []) if b.get("type") == "tool-call")

@@ -1,0 +1,37 @@
+"""What a turn worker is sent (design D-004, D-018): its fixed system prompt and tools, the
+same for every worker of every turn (a cached prefix), and its task, which holds only the
+turns at hand. Pure apart from reading the prompt files."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from turn_memory.host.reasoning import Hint, hints_text
+from turn_memory.prompts import prompt_sections, render_prompt
+from turn_memory.runtime.workers import worker_scope
+from turn_memory.turns.editor import TurnNodeEditor
+from turn_memory.turns.tools import catalog, tool_specs
+
+
+def persona() -> str:
+    return render_prompt("turn-worker-system", {})
+
+
+def worker_tool_specs() -> list[dict[str, Any]]:
+    """A turn worker's tools, with their descriptions from `prompts/turn-worker-tools.md` (read fresh)."""
+    return worker_scope(tool_specs(prompt_sections("turn-worker-tools")))
+
+
+def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: bool, continuing: bool) -> str:
+    """The task of a worker on one turn, or on a batch of turns (one editor each)."""
+    turns = [str(e.turn) for e in editors]
+    images = [m for e in editors for m in e.image_markers()]
+    return render_prompt(
+        "turn-compression",
+        {"turn": turns[0], "turns": ", ".join(turns[:-1]) + f" and {turns[-1]}" if len(turns) > 1 else turns[0],
+         "node_count": str(sum(len(e.nodes) for e in editors)),
+         "catalog": "\n\n".join(catalog(e, previews=True) for e in editors),
+         "hints": hints_text(hints), "images": "\n".join(images)},
+        {"single": len(editors) == 1, "batch": len(editors) > 1, "spawn": spawn, "continuing": continuing,
+         "hints": bool(hints), "images": bool(images)},
+    )

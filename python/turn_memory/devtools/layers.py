@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("features", {"turns", "compaction", "history", "continuation", "hints"}),
     ("composition", {"catalog"}),
     ("engine", {"engine"}),
-    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "demo", "serve", "__main__"}),
+    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "eval", "cli", "demo", "serve", "__main__"}),
 ]
 #: ranks whose units may import each other (still without a cycle)
 OPEN_RANKS = {"tools"}

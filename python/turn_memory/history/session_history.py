@@ -161,27 +161,38 @@ def read_turn(turns: dict[int, TurnRecord], number: int, offset: int, limit: int
     return f"{head}\n\n{page.text}{tail}"
 
 
-def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
-    terms = [t for t in query.lower().split() if t]
-    if not terms:
-        raise ToolError("query is empty")
-    hits: list[tuple[int, TurnRecord, list[str]]] = []
+def _terms(query: str) -> list[str]:
+    return [t for t in query.lower().split() if t]
+
+
+def search_hits(turns: dict[int, TurnRecord], query: str) -> list[tuple[int, TurnRecord]]:
+    """The completed turns that match `query`, best first, each with its hit count: the
+    ranking `search` pages through."""
+    terms = _terms(query)
+    hits: list[tuple[int, TurnRecord]] = []
     for record in _completed(turns):
-        text = render_turn(record)
-        lower = text.lower()
+        lower = render_turn(record).lower()
         if not all(term in lower for term in terms):
             continue
-        count = sum(lower.count(term) for term in terms)
-        hits.append((count, record, _snippets(text, lower, terms)))
+        hits.append((sum(lower.count(term) for term in terms), record))
+    hits.sort(key=lambda h: (-h[0], -h[1].turn))
+    return hits
+
+
+def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
+    terms = _terms(query)
+    if not terms:
+        raise ToolError("query is empty")
+    hits = search_hits(turns, query)
     if not hits:
         return f"No completed turn of this session contains all of: {', '.join(terms)}."
-    hits.sort(key=lambda h: (-h[0], -h[1].turn))
     shown = list_page(hits, page, SEARCH_PAGE, "the results have")
     lines = [f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} (page {page} of {shown.count}, "
              f"best first). Read one in full with {NAME}({{\"turn\": N}})."]
-    for count, record, snippets in shown.items:
+    for count, record in shown.items:
+        text = render_turn(record)
         lines.append(f"- turn {record.turn} ({count} hits; turn-memory: {record.state})")
-        lines += [f"    …{s}…" for s in snippets]
+        lines += [f"    …{s}…" for s in _snippets(text, text.lower(), terms)]
     return "\n".join(lines)
 
 

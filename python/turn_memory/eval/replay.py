@@ -1,0 +1,56 @@
+"""The agent's side of a replayed session: each agent request gets its recorded reply.
+
+Which reply is read from the request itself, not from arrival order: the turn is the one
+whose user message is the last scenario message in the request (user messages are unique
+per scenario), the step is the number of assistant messages after it. So a request the
+host retries, or one another request overtook, still gets the right reply; a request past
+the end of its turn's recording is off-script (reported, answered with the turn's answer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from turn_memory.eval.routing import text_of
+from turn_memory.eval.scenario import Scenario, Step
+
+
+@dataclass
+class Replay:
+    scenario: Scenario
+    #: "turn N step S: why" for every request the transcript had no reply for
+    off_script: list[str] = field(default_factory=list)
+
+    def _position(self, messages: list[dict[str, Any]]) -> tuple[int, int] | None:
+        index = {t.user: i for i, t in enumerate(self.scenario.turns)}
+        for at in range(len(messages) - 1, -1, -1):
+            m = messages[at]
+            if m.get("role") == "user" and text_of(m.get("content")).strip() in index:
+                steps = sum(1 for later in messages[at + 1:] if later.get("role") == "assistant")
+                return index[text_of(m.get("content")).strip()], steps
+        return None
+
+    def reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        found = self._position(messages)
+        if found is None:
+            self.off_script.append("a request with no scenario user message")
+            return {"text": "I have nothing recorded for this request."}
+        turn, step = found
+        steps = self.scenario.turns[turn].steps
+        if step >= len(steps):
+            self.off_script.append(f"turn {turn + 1} step {step + 1}: the recording has {len(steps)} step(s)")
+            return reply_of(steps[-1])
+        return reply_of(steps[step])
+
+
+def reply_of(step: Step) -> dict[str, Any]:
+    """The FakeModel reply a recorded step is streamed back as."""
+    reply: dict[str, Any] = {}
+    if step.text:
+        reply["text"] = step.text
+    if step.reasoning:
+        reply["reasoning"] = step.reasoning
+    if step.calls:
+        reply["tool_calls"] = [{"name": "bash", "arguments": c.arguments()} for c in step.calls]
+    return reply

@@ -57,7 +57,7 @@ class EngineResult:
     probes: list[ProbeResult] = field(default_factory=list)
 
     def usages(self) -> list[Usage]:
-        probe_usage = [u for p in self.probes for u in p.usage]
+        probe_usage = [u for p in self.probes for u in (*p.usage, *([p.judge_usage] if p.judge_usage else []))]
         return [u for us in self.memory_usage.values() for u in us] + probe_usage
 
     def cost(self, prices: Prices = DEEPSEEK) -> float:

@@ -39,7 +39,9 @@ class ProbeResult:
     lookups: list[dict[str, Any]] = field(default_factory=list)
     score: float | None = None
     reason: str = ""
+    #: the answer's requests, then the judge's
     usage: list[Usage] = field(default_factory=list)
+    judge_usage: Usage | None = None
     error: str | None = None
 
 
@@ -149,5 +151,5 @@ def judge(provider: Provider, result: ProbeResult, facts: Sequence[Fact]) -> Non
     except ProviderError as exc:
         result.reason = f"the judge failed: {exc}"
         return
-    result.usage.append(done.usage)
+    result.judge_usage = done.usage
     result.score, result.reason = parse_verdict(done.text)

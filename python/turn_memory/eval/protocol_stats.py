@@ -75,7 +75,8 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
         elif m := _JOB.match(what):
             turn.workers, turn.requests = max(turn.workers, int(m.group(2))), max(turn.requests, int(m.group(3)))
         elif m := _NOOP.match(what):
-            turn.raw_reason = f"no-op: {m.group(1)}"
+            # "144 tokens, below turns.minTurnTokens (600): a worker would …" -> the rule only
+            turn.raw_reason = "no-op: " + re.sub(r"^\d+ tokens, ", "", m.group(1)).split(": ")[0]
         elif m := _RAW.search(what):
             turn.raw_reason = m.group(1) or f"landing refused: {m.group(2)}"
     for turn in out.values():
@@ -100,7 +101,7 @@ def protocol_stats(log_text: str, session_id: str, turns: int, refusals: Counter
 
 
 def summarize_raw(raw: Iterable[tuple[int, str]]) -> str:
-    """'turns 2, 5 (no-op: 144 tokens, below …); turn 9 (gave up: …)'"""
+    """'turns 2, 5 (no-op: below turns.minTurnTokens (600)); turn 9 (gave up: …)'"""
     groups: dict[str, list[int]] = {}
     for turn, why in raw:
         groups.setdefault(why, []).append(turn)

@@ -14,10 +14,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.runtime import Runtime
@@ -105,6 +107,19 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
+@contextmanager
+def _uninterrupted() -> Iterator[None]:
+    """A second Ctrl-C must not cut the clean-up of the first short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> int:
     """Run DSH to the end of its tasks; the group is stopped on any exit from here."""
     group = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP} if sys.platform == "win32" \
@@ -117,7 +132,8 @@ def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> in
         except subprocess.TimeoutExpired:
             raise RunFailed(f"DSH did not finish within {timeout:.0f}s") from None
         finally:
-            _stop_group(proc)  # also after a normal exit: nothing DSH started may outlive it
+            with _uninterrupted():
+                _stop_group(proc)  # also after a normal exit: nothing DSH started may outlive it
 
 
 def run_scenario(scenario: Scenario, engine: str, template: Path, workdir: Path, proxy: EvalProxy,

@@ -53,8 +53,8 @@ class FactCheck:
 
 
 def search_rank(turns: dict[int, TurnRecord], query: str, turn: int) -> int | None:
-    for rank, (_, record) in enumerate(search_hits(turns, query), start=1):
-        if record.turn == turn:
+    for rank, hit in enumerate(search_hits(turns, query), start=1):
+        if hit.record.turn == turn:
             return rank
     return None
 

@@ -10,6 +10,7 @@ turn-memory wrote, not what happened; host runtime-context snapshots are scaffol
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -162,21 +163,48 @@ def read_turn(turns: dict[int, TurnRecord], number: int, offset: int, limit: int
 
 
 def _terms(query: str) -> list[str]:
-    return [t for t in query.lower().split() if t]
+    return list(dict.fromkeys(t for t in query.lower().split() if t))
 
 
-def search_hits(turns: dict[int, TurnRecord], query: str) -> list[tuple[int, TurnRecord]]:
-    """The completed turns that match `query`, best first, each with its hit count: the
-    ranking `search` pages through."""
+def _pattern(term: str) -> re.Pattern[str]:
+    """A word, or the start of one: `pool` finds "pooled" but `48` does not find "1148ms"."""
+    return re.compile(r"(?<![0-9a-z])" + re.escape(term))
+
+
+@dataclass(frozen=True)
+class Hit:
+    record: TurnRecord
+    #: which query words the turn holds
+    words: tuple[str, ...]
+    #: how often it holds them
+    count: int
+    score: float
+
+
+def search_hits(turns: dict[int, TurnRecord], query: str) -> list[Hit]:
+    """What `search` lists, best first: the completed turns that hold every word of `query`;
+    when none does, those that hold some of them, the most words first.
+
+    Within each group a turn ranks by a tf-idf score: a word found in few turns counts more
+    than one found in most, and repeats count with diminishing weight, so a turn that holds a
+    rare word ranks above a long log that repeats a common one.
+    """
     terms = _terms(query)
-    hits: list[tuple[int, TurnRecord]] = []
-    for record in _completed(turns):
-        lower = render_turn(record).lower()
-        if not all(term in lower for term in terms):
-            continue
-        hits.append((sum(lower.count(term) for term in terms), record))
-    hits.sort(key=lambda h: (-h[0], -h[1].turn))
-    return hits
+    patterns = [_pattern(t) for t in terms]
+    done = _completed(turns)
+    counts = {r.turn: [len(p.findall(render_turn(r).lower())) for p in patterns] for r in done}
+    holding = [sum(1 for c in counts.values() if c[i]) for i in range(len(terms))]
+    idf = [math.log(1 + len(done) / n) if n else 0.0 for n in holding]
+    hits = []
+    for record in done:
+        found = counts[record.turn]
+        if any(found):
+            hits.append(Hit(record, tuple(t for t, n in zip(terms, found) if n), sum(found),
+                            sum(w * (1 + math.log(n)) for w, n in zip(idf, found) if n)))
+    full = [h for h in hits if len(h.words) == len(terms)]
+    shown = full or hits
+    shown.sort(key=lambda h: (-len(h.words), -h.score, -h.record.turn))
+    return shown
 
 
 def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
@@ -185,21 +213,26 @@ def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
         raise ToolError("query is empty")
     hits = search_hits(turns, query)
     if not hits:
-        return f"No completed turn of this session contains all of: {', '.join(terms)}."
+        return f"No completed turn of this session contains any of: {', '.join(terms)}."
+    partial = len(hits[0].words) < len(terms)
     shown = list_page(hits, page, SEARCH_PAGE, "the results have")
-    lines = [f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} (page {page} of {shown.count}, "
-             f"best first). Read one in full with {NAME}({{\"turn\": N}})."]
-    for count, record in shown.items:
-        text = render_turn(record)
-        lines.append(f"- turn {record.turn} ({count} hits; turn-memory: {record.state})")
-        lines += [f"    …{s}…" for s in _snippets(text, text.lower(), terms)]
+    where = f"page {page} of {shown.count}"
+    head = (f"No completed turn of this session contains all of: {', '.join(terms)}; {len(hits)} contain some of "
+            f"them ({where}, most words first)" if partial else
+            f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} ({where}, best first)")
+    lines = [f"{head}. Read one in full with {NAME}({{\"turn\": N}})."]
+    for hit in shown.items:
+        text = render_turn(hit.record)
+        words = f"; has {', '.join(hit.words)}" if partial else ""
+        lines.append(f"- turn {hit.record.turn} ({hit.count} hits{words}; turn-memory: {hit.record.state})")
+        lines += [f"    …{s}…" for s in _snippets(text, text.lower(), hit.words)]
     return "\n".join(lines)
 
 
-def _snippets(text: str, lower: str, terms: list[str]) -> list[str]:
+def _snippets(text: str, lower: str, terms: Sequence[str]) -> list[str]:
     out: list[str] = []
     covered = -1
-    positions = sorted(m.start() for term in terms for m in re.finditer(re.escape(term), lower))
+    positions = sorted(m.start() for term in terms for m in _pattern(term).finditer(lower))
     for at in positions:
         if at <= covered or len(out) >= SNIPPETS_PER_TURN:
             continue

@@ -1,5 +1,6 @@
 """Run the test suite: one line per test, failures with their assertion, a summary line."""
 
+import os
 import sys
 import unittest
 
@@ -20,8 +21,8 @@ class LineResult(unittest.TextTestResult):
 
 if __name__ == "__main__":
     suite = unittest.defaultTestLoader.discover("tests", top_level_dir=".")
-    runner = unittest.TextTestRunner(resultclass=LineResult, stream=open("/dev/null", "w"), verbosity=0)
-    result = runner.run(suite)
+    with open(os.devnull, "w") as quiet:  # the per-test lines above replace unittest's own report
+        result = unittest.TextTestRunner(resultclass=LineResult, stream=quiet, verbosity=0).run(suite)
     failed = len(result.failures) + len(result.errors)
     print(f"{result.testsRun - failed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

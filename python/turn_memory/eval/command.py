@@ -142,7 +142,8 @@ def run_eval(args: argparse.Namespace) -> int:
             for engine in ENGINES:
                 meta["interrupted"] = f"during {scenario.name} ({engine}); the results above are complete runs"
                 started = time.monotonic()
-                proxy = EvalProxy(scenario, provider).start()
+                log = workdir / f"{scenario.name}-{engine}.requests.jsonl" if args.workdir else None
+                proxy = EvalProxy(scenario, provider, log_path=log).start()
                 try:
                     run = run_scenario(scenario, engine, templates[engine], workdir, proxy, runtime,
                                        timeout=args.timeout, command_timeout_s=args.timeout)

@@ -89,7 +89,7 @@ def measure(scenario: Scenario, run: EngineRun) -> EngineResult:
     facts: list[FactCheck] = []
     if snap is not None:
         for i, turn in enumerate(scenario.turns, start=1):
-            if snap.turns.get(i) is None or snap.turns[i].first_user.strip() != turn.user:
+            if snap.turns.get(i) is None or not snap.turns[i].first_user.strip().startswith(turn.user):
                 problems.append(f"DSH's turn {i} is not the scenario's turn {i}: facts are checked against the wrong turns")
                 break
         seen = visible_text([m for m in snap.messages if routing.text_of(m.get("content")).strip() != CAPTURE_TEXT])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from turn_memory.devtools.fake_model import FakeModel, FakeRequest
@@ -43,13 +44,15 @@ class EvalProxy:
     #: purpose -> requests DSH sent, answered here or forwarded
     counts: dict[str, int] = field(default_factory=dict)
     captured: FakeRequest | None = None
+    #: append every request and its answer here as JSON lines (kept with `--workdir`)
+    log_path: Path | None = None
 
     def __post_init__(self) -> None:
         self.replay = Replay(self.scenario)
         self._hint_system = render_prompt("thought-hints", {})
         self._lock = threading.Lock()
         self._local = ScriptedProvider()
-        self.fake = FakeModel(upstream=self._route)
+        self.fake = FakeModel(upstream=self._route, log_path=self.log_path)
 
     def start(self) -> "EvalProxy":
         self.fake.start()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turn_memory.eval.routing import text_of
+from turn_memory.eval.routing import said, text_of
 from turn_memory.eval.scenario import Scenario, Step
 
 
@@ -26,9 +26,9 @@ class Replay:
         index = {t.user: i for i, t in enumerate(self.scenario.turns)}
         for at in range(len(messages) - 1, -1, -1):
             m = messages[at]
-            if m.get("role") == "user" and text_of(m.get("content")).strip() in index:
-                steps = sum(1 for later in messages[at + 1:] if later.get("role") == "assistant")
-                return index[text_of(m.get("content")).strip()], steps
+            user = said(text_of(m.get("content")), index) if m.get("role") == "user" else None
+            if user is not None:
+                return index[user], sum(1 for later in messages[at + 1:] if later.get("role") == "assistant")
         return None
 
     def reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -54,6 +54,13 @@ def _last_words(messages: list[dict[str, Any]]) -> tuple[str, str]:
     return "", ""
 
 
+def said(text: str, user_texts: Iterable[str]) -> str | None:
+    """Which scenario user message a message's text is: the host may append its own parts after
+    the user's words (an attached image's description), never before them."""
+    text = text.strip()
+    return next((u for u in user_texts if text.startswith(u)), None)
+
+
 def purpose_of(req: FakeRequest, *, user_texts: set[str], capture_text: str, hint_system: str) -> str:
     """What a request DSH sent is for. `user_texts`: every message the scenario's user sends."""
     tools = set(req.tool_names)
@@ -69,7 +76,7 @@ def purpose_of(req: FakeRequest, *, user_texts: set[str], capture_text: str, hin
     role, text = _last_words(req.messages)
     if role == "user" and text.strip() == capture_text:
         return CAPTURE
-    if role == "user" and text.strip() not in user_texts:
+    if role == "user" and said(text, user_texts) is None:
         return SUMMARY  # the compaction instruction ends the summarizer's replayed conversation
     return AGENT
 
@@ -87,7 +94,8 @@ def _rule_of(text: str) -> str:
     found = RULE.search(text)
     if found:
         return found.group(1)
-    head = re.split(r"[:(\n]", text.strip(), maxsplit=1)[0].strip().lower()
+    body = re.sub(r"^error:\s*", "", text.strip(), flags=re.I)
+    head = re.split(r"[:(\n]", body, maxsplit=1)[0].strip().lower()
     head = re.sub(r"\b(n|r|m|p|s)\d+(\.\d+)?\b|t\d+\.\w+|'[^']*'|\d+", "#", head)  # ids and numbers vary
     return " ".join(head.split()[:6]) or "error"
 

@@ -55,6 +55,7 @@ class EngineResult:
     compact: dict[str, Any] | None
     protocol: ProtocolStats | None
     probes: list[ProbeResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def usages(self) -> list[Usage]:
         probe_usage = [u for p in self.probes for u in (*p.usage, *([p.judge_usage] if p.judge_usage else []))]
@@ -105,4 +106,4 @@ def measure(scenario: Scenario, run: EngineRun) -> EngineResult:
         for purpose in (routing.TURN_WORKER, routing.SESSION_WORKER):
             refused += routing.count_refusals(run.proxy.worker_messages(purpose))
         stats = protocol_stats(run.engine_log, run.session_id, len(scenario.turns), refused)
-    return EngineResult(run.engine, run.seconds, problems, snap, facts, usage, run.compact, stats)
+    return EngineResult(run.engine, run.seconds, problems, snap, facts, usage, run.compact, stats, notes=run.notes)

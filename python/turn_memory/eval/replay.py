@@ -3,8 +3,12 @@
 Which reply is read from the request itself, not from arrival order: the turn is the one
 whose user message is the last scenario message in the request (user messages are unique
 per scenario), the step is the number of assistant messages after it. So a request the
-host retries, or one another request overtook, still gets the right reply; a request past
-the end of its turn's recording is off-script (reported, answered with the turn's answer).
+host retries still gets the right reply. When a compaction inside a turn folded the turn's
+own user message into its checkpoint, the request holds no scenario message: it is the
+step after the last one answered; the host may even ask once more after the turn's answer
+(a step that follows its compaction), which gets the answer again and is noted. A request
+past the end of a turn whose user message it still shows is off-script (a problem, answered
+with the turn's answer).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ class Replay:
     scenario: Scenario
     #: "turn N step S: why" for every request the transcript had no reply for
     off_script: list[str] = field(default_factory=list)
+    #: requests after a turn's recorded answer that followed a compaction (answered with it again)
+    extra: list[str] = field(default_factory=list)
+    #: (turn, step) answered last, both from 0
+    last: tuple[int, int] | None = None
 
     def _position(self, messages: list[dict[str, Any]]) -> tuple[int, int] | None:
         index = {t.user: i for i, t in enumerate(self.scenario.turns)}
@@ -33,13 +41,17 @@ class Replay:
 
     def reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         found = self._position(messages)
+        folded = found is None
+        if folded and self.last is not None:
+            found = (self.last[0], self.last[1] + 1)  # its user message was folded into a checkpoint
         if found is None:
             self.off_script.append("a request with no scenario user message")
             return {"text": "I have nothing recorded for this request."}
-        turn, step = found
+        self.last = turn, step = found
         steps = self.scenario.turns[turn].steps
         if step >= len(steps):
-            self.off_script.append(f"turn {turn + 1} step {step + 1}: the recording has {len(steps)} step(s)")
+            where = f"turn {turn + 1} step {step + 1}: the recording has {len(steps)} step(s)"
+            (self.extra if folded else self.off_script).append(where)
             return reply_of(steps[-1])
         return reply_of(steps[step])
 

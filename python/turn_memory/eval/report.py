@@ -64,7 +64,7 @@ def engine_json(r: EngineResult) -> dict[str, Any]:
     snap = r.snapshot
     on_surface = sum(c.on_surface for c in r.facts)
     out: dict[str, Any] = {
-        "engine": r.engine, "seconds": round(r.seconds, 1), "problems": r.problems,
+        "engine": r.engine, "seconds": round(r.seconds, 1), "problems": r.problems, "notes": r.notes,
         "probe_scores": probe_scores([r]),
         "facts": {"total": len(r.facts), "on_surface": on_surface, "on_surface_share": _share(on_surface, len(r.facts)),
                   "missing": [c.fact.id for c in r.facts if not c.on_surface]},
@@ -181,6 +181,7 @@ def render(result: dict[str, Any]) -> str:
             lines.append(_protocol_line(tm["protocol"]))
         for e, r in s["engines"].items():
             lines += [f"  problem ({e}): {p}" for p in r["problems"]]
+            lines += [f"  note ({e}): {n}" for n in r["notes"]]
     o = result["overall"]
     h = o["history_search"]
     lines += ["", f"overall — {o['scenarios']} scenario(s)"]

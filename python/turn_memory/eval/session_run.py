@@ -55,6 +55,8 @@ class EngineRun:
     #: /compact's result ({kind, text}), None when the scenario does not compact
     compact: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
+    #: what happened that is worth knowing but is no fault (e.g. a step after an in-turn compaction)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def captured(self) -> Any:
@@ -166,6 +168,7 @@ def run_scenario(scenario: Scenario, engine: str, template: Path, workdir: Path,
         problems.append(f"no memory snapshot: DSH exited with {code} before the questions")
     if code != 0:
         problems.append(f"DSH exited with {code}")
+    notes = [f"a step after a compaction past the recorded answer: {e}" for e in proxy.replay.extra]
     return EngineRun(engine, home, proxy, session, events, records, seconds,
                      engine_log.read_text(errors="replace") if engine_log.exists() else "",
-                     compact if scenario.compact else None, problems)
+                     compact if scenario.compact else None, problems, notes)

@@ -134,26 +134,42 @@ class OpenAIProvider:
         kwargs: dict[str, Any] = {
             "model": self.judge_model if request.purpose == "judge" else self.model,
             "messages": request.messages if self.images else text_only(request.messages),
+            # streamed: some OpenAI-compatible servers only stream; the last chunk carries the usage
+            "stream": True, "stream_options": {"include_usage": True},
         }
         if request.tools:
             kwargs["tools"] = request.tools
         if request.max_tokens:
             kwargs["max_tokens"] = request.max_tokens
         try:
-            response = self._openai().chat.completions.create(**kwargs)
+            return assemble(self._openai().chat.completions.create(**kwargs))
         except openai.OpenAIError as exc:
             raise ProviderError(f"{self.base_url} {kwargs['model']}: {exc}") from None
-        if not response.choices:
-            raise ProviderError(f"{self.base_url} {kwargs['model']}: a reply without choices")
-        message = response.choices[0].message
-        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments or "{}"}
-                 for c in message.tool_calls or []]
-        usage = response.usage
-        cached = 0
-        if usage is not None:
-            cached = _extra(usage, "prompt_cache_hit_tokens") or 0
-            details = getattr(usage, "prompt_tokens_details", None)
-            cached = cached or (getattr(details, "cached_tokens", 0) or 0 if details is not None else 0)
-        return Completion(text=message.content or "", reasoning=_extra(message, "reasoning_content") or "",
-                          tool_calls=calls,
-                          usage=Usage(usage.prompt_tokens, usage.completion_tokens, int(cached)) if usage else Usage())
+
+
+def assemble(chunks: Any) -> Completion:
+    """One Completion from a chat-completions stream: text, reasoning, tool calls, usage."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    for chunk in chunks:
+        if getattr(chunk, "usage", None) is not None:
+            u = chunk.usage
+            details = getattr(u, "prompt_tokens_details", None)
+            cached = _extra(u, "prompt_cache_hit_tokens") or (getattr(details, "cached_tokens", 0) if details else 0) or 0
+            usage = Usage(u.prompt_tokens or 0, u.completion_tokens or 0, int(cached))
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is None:
+                continue
+            text.append(delta.content or "")
+            reasoning.append(_extra(delta, "reasoning_content") or "")
+            for call in delta.tool_calls or []:
+                slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = call.id or slot["id"]
+                if call.function is not None:
+                    slot["name"] = call.function.name or slot["name"]
+                    slot["arguments"] += call.function.arguments or ""
+    tool_calls = [{**c, "arguments": c["arguments"] or "{}"} for _, c in sorted(calls.items())]
+    return Completion("".join(text), "".join(reasoning), tool_calls, usage)

@@ -81,11 +81,11 @@ def engine_json(r: EngineResult) -> dict[str, Any]:
     return out
 
 
-def recall_json(checks: list[FactCheck]) -> dict[str, Any]:
+def recall_json(checks: list[FactCheck], ranks: bool = True) -> dict[str, Any]:
     rec = recall(checks)
-    return {"facts": rec.facts, "recall_at_1": _share(rec.at1, rec.facts), "recall_at_5": _share(rec.at5, rec.facts),
-            "first_page": _share(rec.first_page, rec.facts), "at_1": rec.at1, "at_5": rec.at5,
-            "ranks": {c.fact.id: c.rank for c in checks}}
+    out = {"facts": rec.facts, "recall_at_1": _share(rec.at1, rec.facts), "recall_at_5": _share(rec.at5, rec.facts),
+           "first_page": _share(rec.first_page, rec.facts), "at_1": rec.at1, "at_5": rec.at5}
+    return {**out, "ranks": {c.fact.id: c.rank for c in checks}} if ranks else out
 
 
 def scenario_json(s: ScenarioResult) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def scenario_json(s: ScenarioResult) -> dict[str, Any]:
 def overall_json(results: list[ScenarioResult]) -> dict[str, Any]:
     by_engine = {e: [s.engines[e] for s in results if e in s.engines] for e in ENGINES}
     checks = [c for s in results for c in s.search_checks()]
-    out: dict[str, Any] = {"scenarios": len(results), "history_search": recall_json(checks)}
+    out: dict[str, Any] = {"scenarios": len(results), "history_search": recall_json(checks, ranks=False)}
     for e, rs in by_engine.items():
         facts = [c for r in rs for c in r.facts]
         raw = sum(r.snapshot.raw_tokens for r in rs if r.snapshot)

@@ -101,16 +101,16 @@ def run_eval(args: argparse.Namespace) -> int:
 
     try:
         scenarios = load_suite(Path(args.scenarios), args.scenario or None)
+        if args.list:
+            for s in scenarios:
+                print(f"{s.name}: {s.title} — {len(s.turns)} turns, ~{s.raw_tokens:,} tokens raw, {len(s.facts)} facts, "
+                      f"{len(s.probes)} probes\n    shape: {' '.join(s.shape.split())}")
+            return 0
         provider = make_provider(args)
     except ScenarioError as exc:
         return _error(str(exc), "correct the scenario file (format: docs/eval.md)")
     except UsageError as exc:
         return _error(str(exc), exc.fix)
-    if args.list:
-        for s in scenarios:
-            print(f"{s.name}: {s.title} — {len(s.turns)} turns, ~{s.raw_tokens:,} tokens raw, {len(s.facts)} facts, "
-                  f"{len(s.probes)} probes\n    shape: {' '.join(s.shape.split())}")
-        return 0
     bill = estimate(scenarios)
     if provider.scripted:
         say(f"{len(scenarios)} scenario(s) on the scripted model: no key, no cost; the scores measure the plumbing, "

@@ -148,3 +148,19 @@ def test_the_json_has_a_scenarios_list_with_both_engines_and_an_overall_object()
     assert tm["protocol"]["refusals"] == {"cannot finish yet": 2}
     assert out["overall"]["history_search"]["recall_at_5"] == 1.0
     assert out["overall"]["turn-memory"]["probe_scores"]["overall"] == 4.5
+
+
+def test_check_runs_a_users_scenario_and_names_the_fact_that_is_not_planted(capsys, no_dsh, tmp_path):
+    folder = tmp_path / "mine"
+    (folder / "workspace").mkdir(parents=True)
+    (folder / "workspace" / "app.log").write_text("WARN disk 91% full\n")
+    (folder / "scenario.yml").write_text(json.dumps({
+        "title": "mine", "shape": "a test", "raw_tokens": 100, "turns": [
+            {"user": "Check the log.", "steps": [{"bash": ["grep WARN app.log"]}, {"say": "The disk is 91% full."}]}],
+        "facts": [{"id": "disk", "text": "WARN disk 91% full", "turn": 1, "kind": "tool-output", "query": "disk"},
+                  {"id": "typo", "text": "WARN disk 19% full", "turn": 1, "kind": "tool-output", "query": "disk"}],
+        "probes": [{"id": "p", "dimension": "recall", "question": "q", "reference": "r", "facts": ["disk", "typo"]}]}))
+    code, out, _ = run(capsys, "--check", "--scenarios", str(folder))
+    assert code == 1
+    assert out == ("mine: 1 turns, ~18 tokens of text (declared raw_tokens 100), 1/2 facts planted\n"
+                   "    problem: fact typo is not in turn 1's output or messages\n")

@@ -29,6 +29,7 @@ from typing import Any, Callable
 from turn_memory import __version__
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
 from turn_memory.eval.cost import estimate
+from turn_memory.eval.dry_run import check
 from turn_memory.eval.measure import measure
 from turn_memory.eval.probes import ProbeAsker, judge
 from turn_memory.eval.provider import OpenAIProvider, Provider
@@ -78,6 +79,19 @@ def _read_chars(settings: list[str]) -> int:
     return DEFAULT_READ_CHARS
 
 
+def check_scenarios(scenarios: list) -> int:
+    """`--check`: run each scenario's commands without DSH or a model and report what a run would miss."""
+    status = 0
+    for s in scenarios:
+        found = check(s)
+        problems = [f"fact {f.id} is not in turn {f.turn}'s output or messages" for f in found.missing] + found.too_large
+        print(f"{s.name}: {len(s.turns)} turns, ~{found.raw_tokens:,} tokens of text (declared raw_tokens "
+              f"{s.raw_tokens:,}), {len(s.facts) - len(found.missing)}/{len(s.facts)} facts planted"
+              + "".join(f"\n    problem: {p}" for p in problems))
+        status = status or (1 if problems else 0)
+    return status
+
+
 def confirm(args: argparse.Namespace, cost: float, upper: float, say: Callable[[str], None]) -> int | None:
     """None to go on; an exit status when the run must not start."""
     if args.yes:
@@ -106,6 +120,8 @@ def run_eval(args: argparse.Namespace) -> int:
                 print(f"{s.name}: {s.title} — {len(s.turns)} turns, ~{s.raw_tokens:,} tokens raw, {len(s.facts)} facts, "
                       f"{len(s.probes)} probes\n    shape: {' '.join(s.shape.split())}")
             return 0
+        if args.check:
+            return check_scenarios(scenarios)
         provider = make_provider(args)
     except ScenarioError as exc:
         return _error(str(exc), "correct the scenario file (format: docs/eval.md)")
@@ -206,6 +222,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenarios", default=str(SHIPPED_DIR), metavar="DIR",
                    help="a folder of scenario folders, or one scenario folder (default: the shipped suite)")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--check", action="store_true",
+                   help="run the scenarios' recorded commands in a throwaway workspace (no DSH, no model) and report "
+                        "every planted fact that is not where the scenario says; exit 1 if any")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="turn-memory config for the run, as `turn-memory install --set` takes it (repeatable)")
     p.add_argument("--yes", action="store_true", help="run against a paid provider without asking")

@@ -78,8 +78,11 @@ def test_search_matches_word_starts_so_a_number_does_not_match_inside_another():
 
 def test_search_ranks_by_tf_idf_and_falls_back_to_the_turns_with_the_most_words():
     turns = session()
-    # "pool" is in every turn, "warning" only in turn 1: turn 1 ranks first although all hold "pool"
-    assert [(h.record.turn, h.words) for h in search_hits(turns, "pool warning")] == [(1, ("pool", "warning"))]
+    # only turn 1 holds both words; a hit lists its words rarest first ("pool" is in every turn)
+    assert [(h.record.turn, h.words) for h in search_hits(turns, "pool warning")] == [(1, ("warning", "pool"))]
+    # "pool" is in every turn, "database" in turn 3 only: turn 3 ranks first though turn 1 says "pool" more often
+    assert [h.record.turn for h in search_hits(turns, "pool database")] == [3]
+    assert [h.record.turn for h in search_hits(turns, "pool")] == [2, 1, 3]
     assert [(h.record.turn, h.words) for h in search_hits(turns, "database warning retries")] == [
         (3, ("database", "retries")), (1, ("warning",))]
     text = search(turns, "database warning retries", 1)

@@ -84,7 +84,7 @@ def test_the_agent_gets_the_recorded_step_its_request_is_at():
     replay = Replay(_scenario())
     turn1 = [{"role": "user", "content": "Fix the parser."}, SNAPSHOT]
     assert replay.reply(turn1) == {"reasoning": "look first", "tool_calls": [
-        {"name": "bash", "arguments": {"description": "cat parser.py", "command": "cat parser.py"}}]}
+        {"id": "call_t1s1c1", "name": "bash", "arguments": {"description": "cat parser.py", "command": "cat parser.py"}}]}
     step2 = turn1 + [{"role": "assistant", "content": ""}, {"role": "tool", "content": "…", "tool_call_id": "c"}]
     assert replay.reply(step2) == {"text": "Fixed."}
     # turn 2, after turn 1 was compressed into a user/assistant pair

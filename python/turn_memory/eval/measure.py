@@ -13,7 +13,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from turn_memory.devtools.price_model import DEEPSEEK, Prices
 from turn_memory.eval import routing
 from turn_memory.eval.facts import FactCheck, check_facts, visible_text
 from turn_memory.eval.probes import ProbeResult
@@ -56,13 +55,6 @@ class EngineResult:
     protocol: ProtocolStats | None
     probes: list[ProbeResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    def usages(self) -> list[Usage]:
-        probe_usage = [u for p in self.probes for u in (*p.usage, *([p.judge_usage] if p.judge_usage else []))]
-        return [u for us in self.memory_usage.values() for u in us] + probe_usage
-
-    def cost(self, prices: Prices = DEEPSEEK) -> float:
-        return sum(u.cost(prices) for u in self.usages())
 
 
 def _conversation(message: dict[str, Any] | None) -> bool:

@@ -52,17 +52,19 @@ class Replay:
         if step >= len(steps):
             where = f"turn {turn + 1} step {step + 1}: the recording has {len(steps)} step(s)"
             (self.extra if folded else self.off_script).append(where)
-            return reply_of(steps[-1])
-        return reply_of(steps[step])
+            return reply_of(steps[-1], f"t{turn + 1}s{len(steps)}")
+        return reply_of(steps[step], f"t{turn + 1}s{step + 1}")
 
 
-def reply_of(step: Step) -> dict[str, Any]:
-    """The FakeModel reply a recorded step is streamed back as."""
+def reply_of(step: Step, where: str) -> dict[str, Any]:
+    """The FakeModel reply a recorded step is streamed back as. Tool-call ids are made from
+    `where` (the turn and step): the log, and so the history search, is the same every run."""
     reply: dict[str, Any] = {}
     if step.text:
         reply["text"] = step.text
     if step.reasoning:
         reply["reasoning"] = step.reasoning
     if step.calls:
-        reply["tool_calls"] = [{"name": "bash", "arguments": c.arguments()} for c in step.calls]
+        reply["tool_calls"] = [{"id": f"call_{where}c{i + 1}", "name": "bash", "arguments": c.arguments()}
+                               for i, c in enumerate(step.calls)]
     return reply

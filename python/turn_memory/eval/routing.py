@@ -24,12 +24,9 @@ SESSION_WORKER = "session-worker"
 HINT = "hint"
 SUMMARY = "summary"
 TITLE = "title"
-#: what goes to the provider while the session is replayed
-FORWARDED = (TURN_WORKER, SESSION_WORKER, HINT, SUMMARY)
-#: requests the eval itself makes after the replay
+#: the requests the eval itself makes after the replay
 PROBE = "probe"
 JUDGE = "judge"
-PURPOSES = (AGENT, CAPTURE, *FORWARDED, TITLE, PROBE, JUDGE)
 
 #: a worker's editing tool -> its kind; the finish tools and what an accepted call answers
 WORKER_TOOLS = {"replace_turn_nodes": TURN_WORKER, "replace_session_memory": SESSION_WORKER}

@@ -181,20 +181,26 @@ class Hit:
     score: float
 
 
+def _idf(terms: list[str], done: list[TurnRecord], counts: dict[int, list[int]]) -> list[float]:
+    """Each word's weight: how few of the turns hold it (BM25's inverse document frequency)."""
+    holding = [sum(1 for c in counts.values() if c[i]) for i in range(len(terms))]
+    return [math.log(1 + (len(done) - n + 0.5) / (n + 0.5)) for n in holding]
+
+
 def search_hits(turns: dict[int, TurnRecord], query: str) -> list[Hit]:
     """What `search` lists, best first: the completed turns that hold every word of `query`;
     when none does, those that hold some of them, the most words first.
 
     Within each group a turn ranks by a tf-idf score: a word found in few turns counts more
-    than one found in most, and repeats count with diminishing weight, so a turn that holds a
-    rare word ranks above a long log that repeats a common one.
+    than one found in most (a word in every turn, like "a", counts next to nothing), and
+    repeats count with diminishing weight, so a turn that holds a rare word ranks above a long
+    log that repeats a common one.
     """
     terms = _terms(query)
     patterns = [_pattern(t) for t in terms]
     done = _completed(turns)
     counts = {r.turn: [len(p.findall(render_turn(r).lower())) for p in patterns] for r in done}
-    holding = [sum(1 for c in counts.values() if c[i]) for i in range(len(terms))]
-    idf = [math.log(1 + len(done) / n) if n else 0.0 for n in holding]
+    idf = _idf(terms, done, counts)
     hits = []
     for record in done:
         found = counts[record.turn]
@@ -204,7 +210,8 @@ def search_hits(turns: dict[int, TurnRecord], query: str) -> list[Hit]:
     full = [h for h in hits if len(h.words) == len(terms)]
     shown = full or hits
     shown.sort(key=lambda h: (-len(h.words), -h.score, -h.record.turn))
-    return shown
+    weights = dict(zip(terms, idf))
+    return [Hit(h.record, tuple(sorted(h.words, key=lambda w: -weights[w])), h.count, h.score) for h in shown]
 
 
 def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
@@ -223,23 +230,25 @@ def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
     lines = [f"{head}. Read one in full with {NAME}({{\"turn\": N}})."]
     for hit in shown.items:
         text = render_turn(hit.record)
-        words = f"; has {', '.join(hit.words)}" if partial else ""
+        words = f"; has {', '.join(sorted(hit.words, key=terms.index))}" if partial else ""
         lines.append(f"- turn {hit.record.turn} ({hit.count} hits{words}; turn-memory: {hit.record.state})")
         lines += [f"    …{s}…" for s in _snippets(text, text.lower(), hit.words)]
     return "\n".join(lines)
 
 
 def _snippets(text: str, lower: str, terms: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    covered = -1
-    positions = sorted(m.start() for term in terms for m in _pattern(term).finditer(lower))
-    for at in positions:
-        if at <= covered or len(out) >= SNIPPETS_PER_TURN:
-            continue
-        start, end = max(0, at - SNIPPET_RADIUS), min(len(text), at + SNIPPET_RADIUS)
-        out.append(" ".join(text[start:end].split()))
-        covered = end
-    return out
+    """Up to SNIPPETS_PER_TURN windows of text, in text order, around the matches of the first
+    words given first (`search_hits` lists a hit's words rarest first): where a distinctive
+    word is, not where the first "a" happens to be."""
+    windows: list[tuple[int, int]] = []
+    for term in terms:
+        for m in _pattern(term).finditer(lower):
+            if len(windows) >= SNIPPETS_PER_TURN:
+                break
+            start, end = max(0, m.start() - SNIPPET_RADIUS), min(len(text), m.start() + SNIPPET_RADIUS)
+            if not any(s <= m.start() < e for s, e in windows):
+                windows.append((start, end))
+    return [" ".join(text[start:end].split()) for start, end in sorted(windows)]
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -22,7 +22,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,20 +29,17 @@ from turn_memory import __version__
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
 from turn_memory.eval.cost import estimate
 from turn_memory.eval.dry_run import check
-from turn_memory.eval.measure import measure
-from turn_memory.eval.probes import ProbeAsker, judge
 from turn_memory.eval.provider import OpenAIProvider, Provider
-from turn_memory.eval.proxy import CAPTURE_TEXT, EvalProxy
-from turn_memory.eval.report import ScenarioResult, render, result_json
+from turn_memory.eval.report import render, result_json
 from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, load_suite
 from turn_memory.eval.scripted import ScriptedProvider
-from turn_memory.eval.session_run import ENGINES, RunFailed, prepare_template, run_scenario
+from turn_memory.eval.session_run import ENGINES
+from turn_memory.eval.suite import SuiteRun
 
 PROG = "turn-memory eval"
 SCRIPTED = "scripted"
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-chat"
-DEFAULT_READ_CHARS = 160_000
 
 
 class UsageError(Exception):
@@ -68,15 +64,6 @@ def make_provider(args: argparse.Namespace) -> Provider:
                          f"export {args.api_key_env}=<your key>, name another variable with --api-key-env, "
                          "or try --model scripted")
     return OpenAIProvider(args.base_url, key, args.model, args.judge_model or args.model, images=args.provider_images)
-
-
-def _read_chars(settings: list[str]) -> int:
-    """sessionHistory.maxReadChars as the run's turn-memory is configured (the probes' reads)."""
-    for s in settings:
-        key, _, value = s.partition("=")
-        if key.strip() == "sessionHistory.maxReadChars" and value.strip().isdigit():
-            return int(value)
-    return DEFAULT_READ_CHARS
 
 
 def check_scenarios(scenarios: list) -> int:
@@ -144,57 +131,24 @@ def run_eval(args: argparse.Namespace) -> int:
                             "base_url": None if provider.scripted else args.base_url,
                             "estimate": bill.to_json()}
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="turn-memory-eval-"))
-    results: list[ScenarioResult] = []
+    suite = SuiteRun(provider, workdir, args.set or [], args.timeout, keep_logs=bool(args.workdir), say=say,
+                     verbose=verbose)
     status = 0
     try:
         runtime = ensure_runtime(host=args.host)
         meta["host"] = runtime.version
         say(f"DSH {runtime.version}; working in {workdir}")
-        workdir.mkdir(parents=True, exist_ok=True)
-        templates = {e: prepare_template(workdir / f"template-{e}", runtime, e, args.set or []) for e in ENGINES}
-        for i, scenario in enumerate(scenarios, start=1):
-            result = ScenarioResult(scenario)
-            results.append(result)
-            for engine in ENGINES:
-                meta["interrupted"] = f"during {scenario.name} ({engine}); the results above are complete runs"
-                started = time.monotonic()
-                log = workdir / f"{scenario.name}-{engine}.requests.jsonl" if args.workdir else None
-                proxy = EvalProxy(scenario, provider, log_path=log).start()
-                try:
-                    run = run_scenario(scenario, engine, templates[engine], workdir, proxy, runtime,
-                                       timeout=args.timeout, command_timeout_s=args.timeout)
-                except RunFailed as exc:
-                    say(f"[{i}/{len(scenarios)}] {scenario.name}: {engine} failed: {exc}")
-                    status = 1
-                    continue
-                finally:
-                    proxy.stop()
-                measured = measure(scenario, run)
-                if measured.snapshot is not None:
-                    asker = ProbeAsker(provider, measured.snapshot.messages, measured.snapshot.tools, CAPTURE_TEXT,
-                                       measured.snapshot.turns, _read_chars(args.set or []))
-                    for probe in scenario.probes:
-                        answered = asker.ask(probe, scenario.facts_of(probe))
-                        judge(provider, answered, scenario.facts_of(probe))
-                        measured.probes.append(answered)
-                        if verbose:
-                            say(f"    {engine} {probe.id} ({probe.dimension}): {answered.score} — {answered.reason}")
-                result.engines[engine] = measured
-                status = status or (1 if measured.problems else 0)
-                scores = [p.score for p in measured.probes if p.score is not None]
-                say(f"[{i}/{len(scenarios)}] {scenario.name}: {engine} done in {time.monotonic() - started:.0f}s, "
-                    f"mean probe score {sum(scores) / len(scores):.2f}" if scores else
-                    f"[{i}/{len(scenarios)}] {scenario.name}: {engine} done, no probe answered")
-        meta.pop("interrupted")
+        suite.run(scenarios, runtime)
+        status = 1 if suite.failed else 0
     except KeyboardInterrupt:
         status = 130
-        meta.setdefault("interrupted", "before the first scenario")
+        meta["interrupted"] = (f"during {suite.current}; the results above are complete runs" if suite.current
+                               else "before the first scenario")
         say(f"interrupted {meta['interrupted']}; every DSH and engine process was stopped")
-        # a scenario cut short has no comparison to show
-        results = [r for r in results if len(r.engines) == len(ENGINES)]
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+    results = [r for r in suite.results if len(r.engines) == len(ENGINES)]  # a scenario cut short compares nothing
     meta.setdefault("host", args.host)
     out = result_json(results, meta)
     try:

@@ -163,3 +163,20 @@ def test_check_runs_a_users_scenario_and_names_the_fact_that_is_not_planted(caps
     assert code == 1
     assert out == ("mine: 1 turns, ~18 tokens of text (declared raw_tokens 100), 1/2 facts planted\n"
                    "    problem: fact typo is not in turn 1's output or messages\n")
+
+
+def test_a_config_the_installer_refuses_stops_the_run_with_the_installers_words(capsys, monkeypatch, tmp_path):
+    from turn_memory.eval import suite
+    from turn_memory.eval.session_run import RunFailed
+
+    monkeypatch.setattr(command, "ensure_runtime", lambda **_: type("Runtime", (), {"version": "0.2.1-rc.2"})())
+
+    def refuse(root, runtime, engine, settings):
+        raise RunFailed("turn-memory install failed (2): turns.minTurnToken: unknown key (did you mean turns.minTurnTokens?)")
+    monkeypatch.setattr(suite, "prepare_template", refuse)
+    code, out, err = run(capsys, "--model", "scripted", "--scenario", "config-refactor", "--quiet", "--set",
+                         "turns.minTurnToken=0", "--workdir", str(tmp_path / "work"))
+    assert code == 2
+    assert err == ("turn-memory eval: error: turn-memory install failed (2): turns.minTurnToken: unknown key (did you "
+                   "mean turns.minTurnTokens?) (fix: check the --set values (turn-memory config lists every key))\n")
+    assert out.splitlines()[0] == "turn-memory eval · DSH 0.2.1-rc.2 · model scripted"  # nothing measured, said so

@@ -33,7 +33,7 @@ from turn_memory.eval.provider import OpenAIProvider, Provider
 from turn_memory.eval.report import render, result_json
 from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, load_suite
 from turn_memory.eval.scripted import ScriptedProvider
-from turn_memory.eval.session_run import ENGINES
+from turn_memory.eval.session_run import ENGINES, RunFailed
 from turn_memory.eval.suite import SuiteRun
 
 PROG = "turn-memory eval"
@@ -140,6 +140,11 @@ def run_eval(args: argparse.Namespace) -> int:
         say(f"DSH {runtime.version}; working in {workdir}")
         suite.run(scenarios, runtime)
         status = 1 if suite.failed else 0
+    except RunFailed as exc:  # the turn-memory template: an install refused the --set values
+        status = _error(str(exc), "check the --set values (turn-memory config lists every key)")
+    except RuntimeError as exc:  # no DSH host could be installed (no npm, no network)
+        status = _error(f"cannot set up DSH {args.host}: {exc}", "see the message above; `./run test` sets the "
+                                                                   "hosts up in a checkout")
     except KeyboardInterrupt:
         status = 130
         meta["interrupted"] = (f"during {suite.current}; the results above are complete runs" if suite.current

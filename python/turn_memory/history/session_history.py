@@ -199,7 +199,10 @@ def search_hits(turns: dict[int, TurnRecord], query: str) -> list[Hit]:
     terms = _terms(query)
     patterns = [_pattern(t) for t in terms]
     done = _completed(turns)
-    counts = {r.turn: [len(p.findall(render_turn(r).lower())) for p in patterns] for r in done}
+    counts: dict[int, list[int]] = {}
+    for record in done:
+        lower = render_turn(record).lower()
+        counts[record.turn] = [len(p.findall(lower)) for p in patterns]
     idf = _idf(terms, done, counts)
     hits = []
     for record in done:

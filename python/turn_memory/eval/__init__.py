@@ -8,9 +8,12 @@ request that shapes or judges the memory (turn and session workers, thought hint
 summary, the probe answers and the judge) goes to the provider. Then the probes are asked
 against the memory each engine left, and scored.
 
-Modules, each with one job: `scenario` (files -> validated scenarios), `routing` (which
-request is which), `replay` (the agent's recorded replies), `provider` (an OpenAI-compatible
-endpoint), `scripted` (the deterministic stand-in for it), `proxy` (the model server DSH
-talks to), `session_run` (one scenario on one engine through DSH), `probes` (answer and
-judge), `facts` and `protocol_stats` (deterministic measures), `cost`, `report`, `command`.
+Modules, each with one job: `scenario` (files -> validated scenarios), `dry_run` (a
+scenario's commands without DSH, for `--check`), `routing` (which request is which),
+`replay` (the agent's recorded replies), `provider` (an OpenAI-compatible endpoint),
+`scripted` (the deterministic stand-in for it), `proxy` (the model server DSH talks to),
+`session_run` (one scenario on one engine through DSH), `measure`, `facts` and
+`protocol_stats` (deterministic measures), `probes` (answer and judge), `suite` (the order of
+the work), `cost`, `report`, `command` (arguments, confirmation, output). User docs:
+docs/eval.md.
 """

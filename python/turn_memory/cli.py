@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("turn_memory.inspection.command", "add_inspect_commands"),
     "doctor": ("turn_memory.doctor.command", "add_doctor_commands"),
     "config": ("turn_memory.config", "add_config_commands"),
+    "eval": ("turn_memory.eval.command", "add_eval_commands"),
 }
 
 

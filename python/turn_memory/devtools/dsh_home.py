@@ -180,9 +180,29 @@ class DshHome:
 
         `engine_overrides` is deep-merged into the installed row's config for this run only.
         """
+        argv, report = self.run_argv(tasks, resume=resume, engine_overrides=engine_overrides)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(argv, cwd=self.workspace, env=self.env(), text=True, capture_output=True,
+                                  timeout=timeout)
+            code, out, err = proc.returncode, proc.stdout, proc.stderr
+        except subprocess.TimeoutExpired as exc:  # report how far it got instead of a bare timeout
+            code, out, err = -9, _text(exc.stdout), _text(exc.stderr) + f"\n[harness] timed out after {timeout}s"
+        return RunResult(code, self.read_report(report), out, err, time.monotonic() - started)
+
+    @staticmethod
+    def read_report(report: Path) -> list[dict[str, Any]]:
+        """The driver's records so far (one JSON line each)."""
+        return [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+
+    def run_argv(self, tasks: list[Any], *, resume: str | None = None, engine_overrides: dict[str, Any] | None = None,
+                 driver: dict[str, Any] | None = None) -> tuple[list[str], Path]:
+        """The `dsh` command line that runs `tasks` (see `run`), and the report file its driver
+        writes: for a caller that runs the process itself (run it in `workspace` with `env()`).
+        `driver`: more driver options (e.g. `commandTimeoutMs`)."""
         stamp = f"{time.time_ns()}"
         report = self.root / f"run-{stamp}.jsonl"
-        driver_config: dict[str, Any] = {"tasks": tasks, "reportFile": str(report)}
+        driver_config: dict[str, Any] = {**(driver or {}), "tasks": tasks, "reportFile": str(report)}
         if resume:
             driver_config["resumeSessionId"] = resume
         overlay: list[dict[str, Any]] = [
@@ -200,15 +220,7 @@ class DshHome:
             overlay.append({"id": "turn-memory", "config": deep_merge(self.row_config(), engine_overrides)})
         overlay_path = self.root / f"run-{stamp}.patch.yml"
         overlay_path.write_text(dump(overlay))
-        started = time.monotonic()
-        try:
-            proc = subprocess.run([str(self.runtime.dsh), "--profile", self.profile, "--patch", str(overlay_path)],
-                                  cwd=self.workspace, env=self.env(), text=True, capture_output=True, timeout=timeout)
-            code, out, err = proc.returncode, proc.stdout, proc.stderr
-        except subprocess.TimeoutExpired as exc:  # report how far it got instead of a bare timeout
-            code, out, err = -9, _text(exc.stdout), _text(exc.stderr) + f"\n[harness] timed out after {timeout}s"
-        records = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
-        return RunResult(code, records, out, err, time.monotonic() - started)
+        return [str(self.runtime.dsh), "--profile", self.profile, "--patch", str(overlay_path)], report
 
     def _small_window_route(self) -> list[dict[str, Any]]:
         window = self.context_window or 128_000

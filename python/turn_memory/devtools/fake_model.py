@@ -42,8 +42,10 @@ The view (rc.8's chat-completions conventions): ``{"role": "system"|"user"|"assi
 assistant messages with ``reasoning_content`` and ``tool_calls`` (``[{"id", "type": "function",
 "function": {"name", "arguments": str}}]``), tool messages with ``tool_call_id``.
 
-Reply resolution, first hit wins: the Python ``responder`` callable, then rules (in order),
-then the per-kind ordered queue, then a default reply.
+Reply resolution, first hit wins: the ``upstream`` callable, then the Python ``responder``
+callable, then rules (in order), then the per-kind ordered queue, then a default reply. Only
+``upstream`` runs outside the server's lock, so it may take as long as a real provider does
+while other requests are served (``turn-memory eval``'s routing proxy forwards through it).
 
 Script (JSON or dict); a bare list is the ``turn`` queue::
 
@@ -123,7 +125,7 @@ class FakeRequest:
     body: dict[str, Any]
     time: float
     reply: dict[str, Any] | None = None   # what was answered
-    source: str = ""                      # "responder" | "rule:<name>" | "queue" | "default"
+    source: str = ""                      # "upstream" | "responder" | "rule:<name>" | "queue" | "default"
     protocol: str = "openai"              # "openai" (chat completions, rc.8) | "messages" (0.2.1 default route)
     view: dict[str, Any] | None = None    # normalized {"messages", "tools"}; None: body already is the view
 
@@ -425,11 +427,14 @@ class FakeModel:
     def __init__(self, script: Any = None, port: int = 0, *, host: str = "127.0.0.1",
                  responder: Responder | None = None, log_path: str | Path | None = None,
                  chunk_size: int = 16, verbose: bool = False, ttfb_ms: float = 0.0,
-                 tokens_per_s: float | None = None) -> None:
+                 tokens_per_s: float | None = None, upstream: Responder | None = None) -> None:
         """`ttfb_ms` / `tokens_per_s`: a model that answers after that long and streams at that
         rate (output tokens as `reply_usage` counts them), for every reply without its own
-        `delay_ms` / `chunk_delay_ms`. Requests are served concurrently, each on its own clock."""
+        `delay_ms` / `chunk_delay_ms`. Requests are served concurrently, each on its own clock.
+        `upstream`: asked first, outside the lock (it may block on a real provider); None
+        passes the request on to the responder and the script."""
         self.script = Script.load(script)
+        self.upstream = upstream
         self.ttfb_ms = ttfb_ms
         self.tokens_per_s = tokens_per_s
         self.responder = responder
@@ -553,11 +558,16 @@ class FakeModel:
                 kept[k] = lower[k][:12] + "…"
         kind = classify(lower, body)
         view = fake_wire_messages.chat_view(body) if protocol == fake_wire_messages.PROTOCOL else None
+        req = FakeRequest(index=-1, kind=kind, path=path, headers=kept, body=body, time=time.time(),
+                          protocol=protocol, view=view)
+        reply, source = None, ""
+        if self.upstream is not None:
+            got = self.upstream(req)
+            if got is not None:
+                reply, source = normalize_reply(got), "upstream"
         with self._lock:
-            req = FakeRequest(index=len(self._requests), kind=kind, path=path, headers=kept,
-                              body=body, time=time.time(), protocol=protocol, view=view)
-            reply, source = None, ""
-            if self.responder is not None:
+            req.index = len(self._requests)
+            if reply is None and self.responder is not None:
                 got = self.responder(req)
                 if got is not None:
                     reply, source = normalize_reply(got), "responder"

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("features", {"turns", "compaction", "history", "continuation", "hints"}),
     ("composition", {"catalog"}),
     ("engine", {"engine"}),
-    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "cli_output", "demo", "serve",
+    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "cli_output", "demo", "eval", "serve",
                "__main__"}),
 ]
 #: ranks whose units may import each other (still without a cycle)

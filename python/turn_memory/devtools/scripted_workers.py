@@ -3,7 +3,8 @@
 It reads the catalog the engine puts in the worker's task prompt and answers with real tool
 calls: a turn worker folds the whole turn into the user's request and the assistant's last
 answer, then finishes; a session worker replaces its segment's placeholder with the first
-request and the answers it saw, then finishes. Plug it in as a `FakeModel` responder.
+request and the answers it saw, then finishes. Either keeps the task's image markers. Plug it
+in as a `FakeModel` responder.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from turn_memory.devtools.fake_model import FakeRequest
 _NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
 #: a segment's source line; a user node says what kind it is (`- S2.1 · user · host-context · …`)
 _SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (?:(human|host-context|checkpoint) · )?(.*)$", re.M)
+#: an image marker the rewrite must keep, character for character
+_IMAGE = re.compile(r"<memory-image [^>]*/>")
 
 
 def _task(req: FakeRequest) -> str:
@@ -41,6 +44,12 @@ def _last_tool_result(req: FakeRequest) -> str:
     return ""
 
 
+def _with_images(text: str, task: str) -> str:
+    """`text` followed by every image marker of the task (a rewrite that drops one cannot finish)."""
+    markers = list(dict.fromkeys(_IMAGE.findall(task)))
+    return " ".join([text, *markers]) if markers else text
+
+
 def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
@@ -48,8 +57,9 @@ def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 def _turn_worker(req: FakeRequest) -> dict[str, Any]:
     if _last_tool_result(req).startswith("Accepted"):
         return _call("finish_turn_compression", {})
+    task = _task(req)
     turns: dict[str, list[tuple[str, str, str, str]]] = {}
-    for node in _NODE.findall(_task(req)):
+    for node in _NODE.findall(task):
         turns.setdefault(node[0].rpartition(".")[0], []).append(node)
     calls = []
     for nodes in turns.values():  # each turn of a batch on its own
@@ -58,7 +68,7 @@ def _turn_worker(req: FakeRequest) -> dict[str, Any]:
         if len(nodes) <= 2 and not any("raw reasoning" in kind for _, _, kind, _ in nodes):
             continue  # already as short as it usefully gets
         calls.append({"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
-            {"role": "user", "content": human.strip()},
+            {"role": "user", "content": _with_images(human.strip(), task)},
             {"role": "assistant", "content": answer.strip() or "Done."},
         ]}})
     if not calls:
@@ -85,7 +95,7 @@ def _session_worker(req: FakeRequest) -> dict[str, Any]:
     answers = [_whole_words(p) for _, role, _, p in sources if role == "assistant"]
     return _call("replace_session_memory", {
         "expected_revision": int(revision.group(1)), "from": f"P{segment.group(1)}",
-        "nodes": [{"role": "user", "content": " / ".join(asks[:3]) or "Earlier requests."},
+        "nodes": [{"role": "user", "content": _with_images(" / ".join(asks[:3]) or "Earlier requests.", task)},
                   {"role": "assistant", "content": " / ".join(answers[-3:]) or "Earlier work."}],
     })
 

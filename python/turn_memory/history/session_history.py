@@ -10,6 +10,7 @@ turn-memory wrote, not what happened; host runtime-context snapshots are scaffol
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -161,41 +162,96 @@ def read_turn(turns: dict[int, TurnRecord], number: int, offset: int, limit: int
     return f"{head}\n\n{page.text}{tail}"
 
 
+def _terms(query: str) -> list[str]:
+    return list(dict.fromkeys(t for t in query.lower().split() if t))
+
+
+def _pattern(term: str) -> re.Pattern[str]:
+    """A word, or the start of one: `pool` finds "pooled" but `48` does not find "1148ms"."""
+    return re.compile(r"(?<![0-9a-z])" + re.escape(term))
+
+
+@dataclass(frozen=True)
+class Hit:
+    record: TurnRecord
+    #: which query words the turn holds
+    words: tuple[str, ...]
+    #: how often it holds them
+    count: int
+    score: float
+
+
+def _idf(terms: list[str], done: list[TurnRecord], counts: dict[int, list[int]]) -> list[float]:
+    """Each word's weight: how few of the turns hold it (BM25's inverse document frequency)."""
+    holding = [sum(1 for c in counts.values() if c[i]) for i in range(len(terms))]
+    return [math.log(1 + (len(done) - n + 0.5) / (n + 0.5)) for n in holding]
+
+
+def search_hits(turns: dict[int, TurnRecord], query: str) -> list[Hit]:
+    """What `search` lists, best first: the completed turns that hold every word of `query`;
+    when none does, those that hold some of them, the most words first.
+
+    Within each group a turn ranks by a tf-idf score: a word found in few turns counts more
+    than one found in most (a word in every turn, like "a", counts next to nothing), and
+    repeats count with diminishing weight, so a turn that holds a rare word ranks above a long
+    log that repeats a common one.
+    """
+    terms = _terms(query)
+    patterns = [_pattern(t) for t in terms]
+    done = _completed(turns)
+    counts: dict[int, list[int]] = {}
+    for record in done:
+        lower = render_turn(record).lower()
+        counts[record.turn] = [len(p.findall(lower)) for p in patterns]
+    idf = _idf(terms, done, counts)
+    hits = []
+    for record in done:
+        found = counts[record.turn]
+        if any(found):
+            hits.append(Hit(record, tuple(t for t, n in zip(terms, found) if n), sum(found),
+                            sum(w * (1 + math.log(n)) for w, n in zip(idf, found) if n)))
+    full = [h for h in hits if len(h.words) == len(terms)]
+    shown = full or hits
+    shown.sort(key=lambda h: (-len(h.words), -h.score, -h.record.turn))
+    weights = dict(zip(terms, idf))
+    return [Hit(h.record, tuple(sorted(h.words, key=lambda w: -weights[w])), h.count, h.score) for h in shown]
+
+
 def search(turns: dict[int, TurnRecord], query: str, page: int) -> str:
-    terms = [t for t in query.lower().split() if t]
+    terms = _terms(query)
     if not terms:
         raise ToolError("query is empty")
-    hits: list[tuple[int, TurnRecord, list[str]]] = []
-    for record in _completed(turns):
-        text = render_turn(record)
-        lower = text.lower()
-        if not all(term in lower for term in terms):
-            continue
-        count = sum(lower.count(term) for term in terms)
-        hits.append((count, record, _snippets(text, lower, terms)))
+    hits = search_hits(turns, query)
     if not hits:
-        return f"No completed turn of this session contains all of: {', '.join(terms)}."
-    hits.sort(key=lambda h: (-h[0], -h[1].turn))
+        return f"No completed turn of this session contains any of: {', '.join(terms)}."
+    partial = len(hits[0].words) < len(terms)
     shown = list_page(hits, page, SEARCH_PAGE, "the results have")
-    lines = [f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} (page {page} of {shown.count}, "
-             f"best first). Read one in full with {NAME}({{\"turn\": N}})."]
-    for count, record, snippets in shown.items:
-        lines.append(f"- turn {record.turn} ({count} hits; turn-memory: {record.state})")
-        lines += [f"    …{s}…" for s in snippets]
+    where = f"page {page} of {shown.count}"
+    head = (f"No completed turn of this session contains all of: {', '.join(terms)}; {len(hits)} contain some of "
+            f"them ({where}, most words first)" if partial else
+            f"{len(hits)} completed turn(s) contain all of: {', '.join(terms)} ({where}, best first)")
+    lines = [f"{head}. Read one in full with {NAME}({{\"turn\": N}})."]
+    for hit in shown.items:
+        text = render_turn(hit.record)
+        words = f"; has {', '.join(sorted(hit.words, key=terms.index))}" if partial else ""
+        lines.append(f"- turn {hit.record.turn} ({hit.count} hits{words}; turn-memory: {hit.record.state})")
+        lines += [f"    …{s}…" for s in _snippets(text, text.lower(), hit.words)]
     return "\n".join(lines)
 
 
-def _snippets(text: str, lower: str, terms: list[str]) -> list[str]:
-    out: list[str] = []
-    covered = -1
-    positions = sorted(m.start() for term in terms for m in re.finditer(re.escape(term), lower))
-    for at in positions:
-        if at <= covered or len(out) >= SNIPPETS_PER_TURN:
-            continue
-        start, end = max(0, at - SNIPPET_RADIUS), min(len(text), at + SNIPPET_RADIUS)
-        out.append(" ".join(text[start:end].split()))
-        covered = end
-    return out
+def _snippets(text: str, lower: str, terms: Sequence[str]) -> list[str]:
+    """Up to SNIPPETS_PER_TURN windows of text, in text order, around the matches of the first
+    words given first (`search_hits` lists a hit's words rarest first): where a distinctive
+    word is, not where the first "a" happens to be."""
+    windows: list[tuple[int, int]] = []
+    for term in terms:
+        for m in _pattern(term).finditer(lower):
+            if len(windows) >= SNIPPETS_PER_TURN:
+                break
+            start, end = max(0, m.start() - SNIPPET_RADIUS), min(len(text), m.start() + SNIPPET_RADIUS)
+            if not any(s <= m.start() < e for s, e in windows):
+                windows.append((start, end))
+    return [" ".join(text[start:end].split()) for start, end in sorted(windows)]
 
 
 def _ranges(numbers: list[int]) -> str:

@@ -1,0 +1,199 @@
+"""`turn-memory eval`: does the agent still know what it did? Probe scores, side by side.
+
+Replays a fixed suite of recorded coding sessions through a real DSH host (0.2.1-rc.2 by
+default, `--host rc8`), once with stock compaction-basic and once with turn-memory, then
+asks each scenario's probe questions (recall, artifact trail, continuation, decision)
+against the memory each engine left and has a judge score the answers 0-5. The agent's
+side comes from the recordings; turn and session workers, thought hints, stock's summary,
+the probe answers and the judge go to your provider (any OpenAI-compatible endpoint;
+DeepSeek by default, key from DEEPSEEK_API_KEY). `--model scripted` runs it all on the
+embedded scripted model: no key, no cost, exact numbers that measure the plumbing only.
+
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from turn_memory import __version__
+from turn_memory.cli_output import EXIT_FAILED, EXIT_USAGE, error_text
+from turn_memory.devtools.runtime import HOSTS, ensure_runtime
+from turn_memory.eval.cost import estimate
+from turn_memory.eval.dry_run import check
+from turn_memory.eval.provider import OpenAIProvider, Provider
+from turn_memory.eval.report import render, result_json
+from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, load_suite
+from turn_memory.eval.scripted import ScriptedProvider
+from turn_memory.eval.session_run import ENGINES, RunFailed
+from turn_memory.eval.suite import SuiteRun
+
+PROG = "turn-memory eval"
+EPILOG = """\
+exit status: 0 every run finished cleanly; 1 a run reported a problem (listed in the report),
+or no DSH host could be set up; 2 bad usage (a bad --set, scenario file or key), or a paid
+run no one confirmed; 130 Ctrl-C (what was measured so far is still printed)."""
+SCRIPTED = "scripted"
+DEFAULT_BASE_URL = "https://api.deepseek.com"
+DEFAULT_MODEL = "deepseek-chat"
+
+
+class UsageError(Exception):
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+def _error(message: str, fix: str | None = None, code: int = EXIT_USAGE) -> int:
+    print(error_text("eval", message, fix), file=sys.stderr)
+    return code
+
+
+def make_provider(args: argparse.Namespace) -> Provider:
+    if args.model == SCRIPTED:
+        if args.judge_model not in (None, SCRIPTED):
+            raise UsageError("--judge-model needs a real --model", "leave --judge-model out with --model scripted")
+        return ScriptedProvider()
+    key = os.environ.get(args.api_key_env, "")
+    if not key:
+        raise UsageError(f"no API key: ${args.api_key_env} is not set",
+                         f"export {args.api_key_env}=<your key>, name another variable with --api-key-env, "
+                         "or try --model scripted")
+    return OpenAIProvider(args.base_url, key, args.model, args.judge_model or args.model, images=args.provider_images)
+
+
+def check_scenarios(scenarios: list) -> int:
+    """`--check`: run each scenario's commands without DSH or a model and report what a run would miss."""
+    status = 0
+    for s in scenarios:
+        found = check(s)
+        problems = [f"fact {f.id} is not in turn {f.turn}'s output or messages" for f in found.missing] + found.too_large
+        print(f"{s.name}: {len(s.turns)} turns, ~{found.raw_tokens:,} tokens of text (declared raw_tokens "
+              f"{s.raw_tokens:,}), {len(s.facts) - len(found.missing)}/{len(s.facts)} facts planted"
+              + "".join(f"\n    problem: {p}" for p in problems))
+        status = status or (1 if problems else 0)
+    return status
+
+
+def confirm(args: argparse.Namespace, cost: float, upper: float, say: Callable[[str], None]) -> int | None:
+    """None to go on; an exit status when the run must not start."""
+    if args.yes:
+        return None
+    if not sys.stdin.isatty():
+        return _error(f"this run would spend about ${cost:.2f} (at most ${upper:.2f}) at DeepSeek list prices "
+                      "and no one confirmed it; nothing was run", "add --yes, or try --model scripted first")
+    answer = input(f"{PROG}: run it for about ${cost:.2f} (at most ${upper:.2f})? [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        say("nothing was run")
+        return 0
+    return None
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    quiet, verbose = args.quiet, args.verbose and not args.quiet
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+    try:
+        scenarios = load_suite(Path(args.scenarios), args.scenario or None)
+        if args.list:
+            for s in scenarios:
+                print(f"{s.name}: {s.title} — {len(s.turns)} turns, ~{s.raw_tokens:,} tokens raw, {len(s.facts)} facts, "
+                      f"{len(s.probes)} probes\n    shape: {' '.join(s.shape.split())}")
+            return 0
+        if args.check:
+            return check_scenarios(scenarios)
+        provider = make_provider(args)
+    except ScenarioError as exc:
+        return _error(str(exc), "correct the scenario file (format: docs/eval.md)")
+    except UsageError as exc:
+        return _error(str(exc), exc.fix)
+    bill = estimate(scenarios)
+    if provider.scripted:
+        say(f"{len(scenarios)} scenario(s) on the scripted model: no key, no cost; the scores measure the plumbing, "
+            "not a model")
+    else:
+        print(f"{PROG}: {len(scenarios)} scenario(s) x 2 engines on {provider.label} at {args.base_url}: about "
+              f"{bill.requests:,} requests, {bill.prompt_tokens:,} prompt tokens ({bill.hit_tokens:,} expected from "
+              f"the provider's cache), {bill.output_tokens:,} output tokens; about ${bill.cost():.2f} at DeepSeek "
+              f"list prices (at most ${bill.upper_bound():.2f} with no cache hits)", file=sys.stderr, flush=True)
+        stop = confirm(args, bill.cost(), bill.upper_bound(), say)
+        if stop is not None:
+            return stop
+    meta: dict[str, Any] = {"version": __version__, "model": provider.label, "scripted": provider.scripted,
+                            "judge_model": None if provider.scripted else (args.judge_model or args.model),
+                            "base_url": None if provider.scripted else args.base_url,
+                            "estimate": bill.to_json()}
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="turn-memory-eval-"))
+    suite = SuiteRun(provider, workdir, args.set or [], args.timeout, keep_logs=bool(args.workdir), say=say,
+                     verbose=verbose)
+    status = 0
+    try:
+        runtime = ensure_runtime(host=args.host)
+        meta["host"] = runtime.version
+        say(f"DSH {runtime.version}; working in {workdir}")
+        suite.run(scenarios, runtime)
+        status = 1 if suite.failed else 0
+    except RunFailed as exc:  # the turn-memory template: an install refused the --set values
+        status = _error(str(exc), "check the --set values (turn-memory config lists every key)")
+    except RuntimeError as exc:  # no DSH host could be installed (no npm, no network)
+        status = _error(f"cannot set up DSH {args.host}: {exc}", "see the message above; `./run test` sets the "
+                                                                   "hosts up in a checkout", EXIT_FAILED)
+    except KeyboardInterrupt:
+        status = 130
+        meta["interrupted"] = (f"during {suite.current}; the results above are complete runs" if suite.current
+                               else "before the first scenario")
+        say(f"interrupted {meta['interrupted']}; every DSH and engine process was stopped")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    results = [r for r in suite.results if len(r.engines) == len(ENGINES)]  # a scenario cut short compares nothing
+    meta.setdefault("host", args.host)
+    out = result_json(results, meta)
+    try:
+        print(json.dumps(out, indent=2) if args.json else render(out), flush=True)
+    except BrokenPipeError:  # `eval … | head`: the reader left, which is fine
+        sys.stderr.close()
+    return status
+
+
+def add_eval_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="measure what the compressed memory keeps: probe scores vs stock compaction",
+                       description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"the provider's model for workers, hints, stock's summary and probe answers "
+                        f"(default {DEFAULT_MODEL}); 'scripted' runs the embedded scripted model: no key, no cost")
+    p.add_argument("--judge-model", help="the model that scores the answers (default: --model)")
+    p.add_argument("--base-url", default=DEFAULT_BASE_URL, help=f"OpenAI-compatible endpoint (default {DEFAULT_BASE_URL})")
+    p.add_argument("--api-key-env", default="DEEPSEEK_API_KEY", metavar="VAR",
+                   help="environment variable holding the API key (default DEEPSEEK_API_KEY)")
+    p.add_argument("--provider-images", action="store_true",
+                   help="send images to the provider as they are (default: a text note instead; DeepSeek takes text only)")
+    p.add_argument("--host", choices=HOSTS, default="v021",
+                   help="which real DSH replays the sessions: v021 = 0.2.1-rc.2 (default), rc8 = 0.1.0-rc.8")
+    p.add_argument("--scenario", action="append", metavar="NAME", help="run only this scenario (repeatable)")
+    p.add_argument("--scenarios", default=str(SHIPPED_DIR), metavar="DIR",
+                   help="a folder of scenario folders, or one scenario folder (default: the shipped suite)")
+    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--check", action="store_true",
+                   help="run the scenarios' recorded commands in a throwaway workspace (no DSH, no model) and report "
+                        "every planted fact that is not where the scenario says; exit 1 if any")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="turn-memory config for the run, as `turn-memory install --set` takes it (repeatable)")
+    p.add_argument("--yes", action="store_true", help="run against a paid provider without asking")
+    p.add_argument("--workdir", metavar="DIR", help="keep the DSH homes, sessions and logs here (default: a temporary "
+                                                    "folder, removed afterwards)")
+    p.add_argument("--timeout", type=float, default=1800, metavar="SECONDS", help="limit of one DSH replay (default 1800)")
+    p.add_argument("--json", action="store_true", help="print the whole result as one JSON object")
+    level = p.add_mutually_exclusive_group()
+    level.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    level.add_argument("-v", "--verbose", action="store_true", help="also a line per probe with its score and the reason")
+    p.set_defaults(func=run_eval)

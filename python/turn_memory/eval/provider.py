@@ -1,0 +1,175 @@
+"""The provider that answers the memory's requests: any OpenAI-compatible chat endpoint.
+
+One synchronous call per request (`complete`); the proxy runs it on the request's own
+server thread. Messages go out in the OpenAI chat shape the proxy already has them in; an
+image is replaced by a short text note unless the provider takes images (DeepSeek's chat
+API does not). Usage is what the provider reports, cache hits included where it says
+(DeepSeek: `prompt_cache_hit_tokens`; OpenAI: `prompt_tokens_details.cached_tokens`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from turn_memory.devtools.price_model import DEEPSEEK, Prices
+
+IMAGE_NOTE = "[image omitted: the evaluation sends this provider text only]"
+
+
+class ProviderError(RuntimeError):
+    """The provider did not answer (HTTP error, timeout, unreadable reply)."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    #: of prompt_tokens, served from the provider's cache
+    cached_tokens: int = 0
+
+    def cost(self, prices: Prices = DEEPSEEK) -> float:
+        miss = self.prompt_tokens - self.cached_tokens
+        return (self.cached_tokens * prices.hit + miss * prices.miss + self.completion_tokens * prices.output) / 1e6
+
+
+@dataclass
+class ChatRequest:
+    purpose: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    max_tokens: int | None = None
+    #: the scripted answerer's and judge's key (the probe being asked); a real model never sees it
+    probe: Any = None
+
+
+@dataclass
+class Completion:
+    text: str = ""
+    reasoning: str = ""
+    #: [{"id", "name", "arguments": str}]
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def reply(self) -> dict[str, Any]:
+        """As a FakeModel reply, streamed back to DSH with the provider's usage."""
+        out: dict[str, Any] = {"prompt_tokens": max(1, self.usage.prompt_tokens),
+                               "completion_tokens": max(1, self.usage.completion_tokens),
+                               "cached_tokens": self.usage.cached_tokens}
+        if self.text or not self.tool_calls:
+            out["text"] = self.text or "(no answer)"  # DSH refuses an empty final message
+        if self.reasoning:
+            out["reasoning"] = self.reasoning
+        if self.tool_calls:
+            out["tool_calls"] = [{"id": c["id"], "name": c["name"], "arguments": c["arguments"]} for c in self.tool_calls]
+        return out
+
+    def assistant_message(self) -> dict[str, Any]:
+        """As the next request's assistant message (the probe loop's own history)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
+        if self.tool_calls:
+            message["tool_calls"] = [{"id": c["id"], "type": "function",
+                                      "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                     for c in self.tool_calls]
+        return message
+
+
+class Provider(Protocol):
+    #: shown in the report ("scripted", or the model id)
+    label: str
+    scripted: bool
+
+    def complete(self, request: ChatRequest) -> Completion: ...
+
+
+def text_only(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages with every image part replaced by IMAGE_NOTE."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            parts = [p if not (isinstance(p, dict) and p.get("type") == "image_url") else {"type": "text", "text": IMAGE_NOTE}
+                     for p in content]
+            m = {**m, "content": parts}
+        out.append(m)
+    return out
+
+
+def _extra(obj: Any, name: str) -> Any:
+    value = getattr(obj, name, None)
+    if value is None:
+        value = (getattr(obj, "model_extra", None) or {}).get(name)
+    return value
+
+
+@dataclass
+class OpenAIProvider:
+    """An OpenAI-compatible endpoint through the `openai` client."""
+
+    base_url: str
+    api_key: str
+    model: str
+    judge_model: str
+    images: bool = False
+    timeout_s: float = 600.0
+    scripted: bool = False
+    _client: Any = None
+
+    @property
+    def label(self) -> str:
+        return self.model if self.judge_model == self.model else f"{self.model} (judge {self.judge_model})"
+
+    def _openai(self) -> Any:
+        if self._client is None:
+            from openai import OpenAI  # a second of imports that the scripted run never pays
+
+            self._client = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=2)
+        return self._client
+
+    def complete(self, request: ChatRequest) -> Completion:
+        import openai
+
+        kwargs: dict[str, Any] = {
+            "model": self.judge_model if request.purpose == "judge" else self.model,
+            "messages": request.messages if self.images else text_only(request.messages),
+            # streamed: some OpenAI-compatible servers only stream; the last chunk carries the usage
+            "stream": True, "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if request.max_tokens:
+            kwargs["max_tokens"] = request.max_tokens
+        try:
+            return assemble(self._openai().chat.completions.create(**kwargs))
+        except openai.OpenAIError as exc:
+            raise ProviderError(f"{self.base_url} {kwargs['model']}: {exc}") from None
+
+
+def assemble(chunks: Any) -> Completion:
+    """One Completion from a chat-completions stream: text, reasoning, tool calls, usage."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    usage = Usage()
+    for chunk in chunks:
+        if getattr(chunk, "usage", None) is not None:
+            u = chunk.usage
+            details = getattr(u, "prompt_tokens_details", None)
+            cached = _extra(u, "prompt_cache_hit_tokens") or (getattr(details, "cached_tokens", 0) if details else 0) or 0
+            usage = Usage(u.prompt_tokens or 0, u.completion_tokens or 0, int(cached))
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is None:
+                continue
+            text.append(delta.content or "")
+            reasoning.append(_extra(delta, "reasoning_content") or "")
+            for call in delta.tool_calls or []:
+                slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = call.id or slot["id"]
+                if call.function is not None:
+                    slot["name"] = call.function.name or slot["name"]
+                    slot["arguments"] += call.function.arguments or ""
+    tool_calls = [{**c, "arguments": c["arguments"] or "{}"} for _, c in sorted(calls.items())]
+    return Completion("".join(text), "".join(reasoning), tool_calls, usage)

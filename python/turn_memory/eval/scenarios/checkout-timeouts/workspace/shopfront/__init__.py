@@ -1,0 +1,3 @@
+"""shopfront: the storefront API."""
+
+__version__ = "2.14.3"

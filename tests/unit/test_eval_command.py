@@ -1,0 +1,182 @@
+"""`turn-memory eval` without a DSH: what it refuses before anything runs, `--list`, and the
+table and JSON it prints from measured results."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from turn_memory import cli
+from turn_memory.eval import command
+from turn_memory.eval.facts import FactCheck
+from turn_memory.eval.measure import EngineResult, Snapshot
+from turn_memory.eval.probes import ProbeResult
+from turn_memory.eval.protocol_stats import ProtocolStats
+from turn_memory.eval.provider import Usage
+from turn_memory.eval.report import ScenarioResult, render, result_json
+from turn_memory.eval.scenario import Fact, Probe, load_suite
+
+
+@pytest.fixture
+def no_dsh(monkeypatch):
+    """Fail the test if the command gets as far as installing or starting a DSH."""
+    def refuse(**_: object) -> None:
+        raise AssertionError("DSH was started")
+    monkeypatch.setattr(command, "ensure_runtime", refuse)
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["eval", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_names_every_shipped_scenario_with_its_size(capsys, no_dsh):
+    code, out, _ = run(capsys, "--list")
+    assert code == 0
+    assert out.splitlines()[0] == ("checkout-timeouts: Checkout outage: a connection leak found across logs, config and "
+                                   "three source files, after two failed fixes — 20 turns, ~43,500 tokens raw, 25 facts, "
+                                   "14 probes")
+    assert [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")] == \
+        [s.name for s in load_suite()]
+
+
+def test_a_missing_key_is_a_usage_error_that_names_the_variable(capsys, monkeypatch, no_dsh):
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    code, _, err = run(capsys, "--scenario", "config-refactor")
+    assert code == 2
+    assert err == ("turn-memory eval: error: no API key: $DEEPSEEK_API_KEY is not set (fix: export DEEPSEEK_API_KEY=<your "
+                   "key>, name another variable with --api-key-env, or try --model scripted)\n")
+
+
+def test_a_paid_run_prints_its_estimate_and_needs_yes(capsys, monkeypatch, no_dsh):
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    code, out, err = run(capsys, "--api-key-env", "MY_KEY", "--model", "m1")
+    assert code == 2 and out == ""
+    estimate, refusal = err.splitlines()
+    assert estimate.startswith("turn-memory eval: 5 scenario(s) x 2 engines on m1 at https://api.deepseek.com: about ")
+    assert "at DeepSeek list prices (at most $" in estimate
+    assert refusal.startswith("turn-memory eval: error: this run would spend about $")
+    assert refusal.endswith("and no one confirmed it; nothing was run (fix: add --yes, or try --model scripted first)")
+
+
+def test_declining_at_the_prompt_runs_nothing(capsys, monkeypatch, no_dsh):
+    monkeypatch.setenv("MY_KEY", "sk-test")
+    monkeypatch.setattr("sys.stdin.isatty", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: "n")
+    code, _, err = run(capsys, "--api-key-env", "MY_KEY", "--scenario", "dashboard-screenshot")
+    assert code == 0 and err.splitlines()[-1] == "turn-memory eval: nothing was run"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--model", "scripted", "--judge-model", "big"], "--judge-model needs a real --model (fix: leave --judge-model out"),
+    (["--model", "scripted", "--scenario", "nope"], "unknown scenario(s) nope;"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(capsys, no_dsh, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith("turn-memory eval: error: ") and message in err
+
+
+def test_an_empty_scenarios_folder_is_refused(capsys, no_dsh, tmp_path):
+    code, _, err = run(capsys, "--model", "scripted", "--scenarios", str(tmp_path))
+    assert (code, err) == (2, f"turn-memory eval: error: {tmp_path}: no scenario folders (each holds a scenario.yml) "
+                              "(fix: correct the scenario file (format: docs/eval.md))\n")
+
+
+def _result() -> list[ScenarioResult]:
+    scenario = load_suite(only=["dashboard-screenshot"])[0]
+    facts = [Fact("a", "x", 1, "decision", "x"), Fact("b", "y", 2, "artifact", "y")]
+
+    def engine(name: str, on_surface: tuple[bool, bool], scores: tuple[float, float], surface: int) -> EngineResult:
+        checks = [FactCheck(f, True, s, rank) for f, s, rank in zip(facts, on_surface, (1, 4))]
+        probes = [ProbeResult(Probe("p1", "recall", "q", "r", ("a",)), "ans", score=scores[0], usage=[Usage(1000, 10, 500)],
+                              judge_usage=Usage(200, 20)),
+                  ProbeResult(Probe("p2", "decision", "q", "r", ("b",)), "ans", score=scores[1], usage=[Usage(1000, 10)])]
+        stats = ProtocolStats(10, 4, 3, 8, [(3, "no-op: below turns.minTurnTokens (600)")], Counter({"cannot finish yet": 2})) \
+            if name == "turn-memory" else None
+        return EngineResult(name, 12.0, [], Snapshot({}, [], [], 5000, surface), checks,
+                            {"summary" if name == "stock" else "turn-worker": [Usage(4000, 100, 1000)]}, None, stats, probes)
+
+    result = ScenarioResult(scenario)
+    result.engines = {"stock": engine("stock", (True, False), (1.0, 2.0), 600),
+                      "turn-memory": engine("turn-memory", (False, True), (5.0, 4.0), 900)}
+    return [result]
+
+
+def test_the_table_puts_both_engines_side_by_side():
+    out = render(result_json(_result(), {"host": "0.2.1-rc.2", "model": "scripted", "scripted": True}))
+    lines = out.splitlines()
+    assert lines[0] == "turn-memory eval · DSH 0.2.1-rc.2 · model scripted"
+    assert lines[1].startswith("(scripted model: ") and lines[1].endswith("they measure the plumbing, not a model)")
+    table = lines[lines.index("                                   stock  turn-memory"):][:13]
+    assert table == [
+        "                                   stock  turn-memory",
+        "  probe score: recall               1.00         5.00",
+        "  probe score: artifact trail          —            —",
+        "  probe score: continuation            —            —",
+        "  probe score: decision             2.00         4.00",
+        "  probe score: overall              1.50         4.50",
+        "  facts on final surface         1/2 50%      1/2 50%",
+        "  facts via history search (@5)        —     2/2 100%",
+        "  final surface tokens               600          900",
+        "  compression                        88%          82%",
+        "  memory + probe requests              4            4",
+        "  cost (USD, DeepSeek prices)     0.0014       0.0014",
+        ("  worker protocol: 3 of 4 attempted turns landed (10 turns), 2.0 requests per attempted turn; refusals: "
+         "cannot finish yet 2; left raw: turn 3 (no-op: below turns.minTurnTokens (600))"),
+    ]
+    assert "  history search over 2 planted facts: recall@1 50% (1), recall@5 100% (2), first page 100%" in lines
+    # usage of each engine: 2 probe answers, 1 judge, 1 memory request; priced hits 0.028, misses 0.28, output 0.42 per M
+    assert lines[-1] == ("  total: 8 provider requests, 12,400 prompt tokens (3,000 cached), 280 output, $0.0028 at "
+                         "DeepSeek list prices (scripted: heuristic tokens, nothing was spent)")
+
+
+def test_the_json_has_a_scenarios_list_with_both_engines_and_an_overall_object():
+    out = result_json(_result(), {"host": "0.2.1-rc.2", "model": "scripted", "scripted": True})
+    json.dumps(out)  # serializable as it is
+    (scenario,) = out["scenarios"]
+    assert sorted(scenario["engines"]) == ["stock", "turn-memory"]
+    assert scenario["history_search"] == {"facts": 2, "recall_at_1": 0.5, "recall_at_5": 1.0, "first_page": 1.0,
+                                          "at_1": 1, "at_5": 2, "ranks": {"a": 1, "b": 4}}
+    tm = scenario["engines"]["turn-memory"]
+    assert tm["probe_scores"] == {"recall": 5.0, "artifact": None, "continuation": None, "decision": 4.0, "overall": 4.5}
+    assert tm["usage"]["by_purpose"] == {"judge": 1, "probe": 2, "turn-worker": 1}
+    assert tm["protocol"]["refusals"] == {"cannot finish yet": 2}
+    assert out["overall"]["history_search"]["recall_at_5"] == 1.0
+    assert out["overall"]["turn-memory"]["probe_scores"]["overall"] == 4.5
+
+
+def test_check_runs_a_users_scenario_and_names_the_fact_that_is_not_planted(capsys, no_dsh, tmp_path):
+    folder = tmp_path / "mine"
+    (folder / "workspace").mkdir(parents=True)
+    (folder / "workspace" / "app.log").write_text("WARN disk 91% full\n")
+    (folder / "scenario.yml").write_text(json.dumps({
+        "title": "mine", "shape": "a test", "raw_tokens": 100, "turns": [
+            {"user": "Check the log.", "steps": [{"bash": ["grep WARN app.log"]}, {"say": "The disk is 91% full."}]}],
+        "facts": [{"id": "disk", "text": "WARN disk 91% full", "turn": 1, "kind": "tool-output", "query": "disk"},
+                  {"id": "typo", "text": "WARN disk 19% full", "turn": 1, "kind": "tool-output", "query": "disk"}],
+        "probes": [{"id": "p", "dimension": "recall", "question": "q", "reference": "r", "facts": ["disk", "typo"]}]}))
+    code, out, _ = run(capsys, "--check", "--scenarios", str(folder))
+    assert code == 1
+    assert out == ("mine: 1 turns, ~18 tokens of text (declared raw_tokens 100), 1/2 facts planted\n"
+                   "    problem: fact typo is not in turn 1's output or messages\n")
+
+
+def test_a_config_the_installer_refuses_stops_the_run_with_the_installers_words(capsys, monkeypatch, tmp_path):
+    from turn_memory.eval import suite
+    from turn_memory.eval.session_run import RunFailed
+
+    monkeypatch.setattr(command, "ensure_runtime", lambda **_: type("Runtime", (), {"version": "0.2.1-rc.2"})())
+
+    def refuse(root, runtime, engine, settings):
+        raise RunFailed("turn-memory install failed (2): turns.minTurnToken: unknown key (did you mean turns.minTurnTokens?)")
+    monkeypatch.setattr(suite, "prepare_template", refuse)
+    code, out, err = run(capsys, "--model", "scripted", "--scenario", "config-refactor", "--quiet", "--set",
+                         "turns.minTurnToken=0", "--workdir", str(tmp_path / "work"))
+    assert code == 2
+    assert err == ("turn-memory eval: error: turn-memory install failed (2): turns.minTurnToken: unknown key (did you "
+                   "mean turns.minTurnTokens?) (fix: check the --set values (turn-memory config lists every key))\n")
+    assert out.splitlines()[0] == "turn-memory eval · DSH 0.2.1-rc.2 · model scripted"  # nothing measured, said so

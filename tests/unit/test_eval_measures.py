@@ -1,0 +1,204 @@
+"""The deterministic measures of `turn-memory eval`: planted-fact survival and history-search
+recall, the search they rely on, worker-protocol statistics from the engine log, the cost
+estimate, and probes answered and judged by the scripted stand-in."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from surface_builders import LogBuilder, new_id
+
+from turn_memory.eval import cost, routing
+from turn_memory.eval.facts import check_facts, holds, recall
+from turn_memory.eval.probes import ProbeAsker, history_answer, judge, parse_verdict
+from turn_memory.eval.protocol_stats import protocol_stats, summarize_raw
+from turn_memory.eval.provider import ChatRequest, Usage
+from turn_memory.eval.scenario import Fact, Probe, parse_scenario
+from turn_memory.eval.scripted import NOT_FOUND, ScriptedProvider, scripted_hint, scripted_summary
+from turn_memory.history.session_history import collect_turns, search, search_hits
+from turn_memory.host.dialect import RC8
+
+LOG_LINES = "\n".join(f"12:{i:02d} INFO request {i} took {40 + i}ms" for i in range(60))
+
+
+def add_turn(b: LogBuilder, task: str, output: str, answer: str) -> None:
+    b.turn_no += 1
+    b.step_no = 1
+    b.add("turn/start", {"turn": b.turn_no})
+    b.add("step/start", {"turn": b.turn_no, "step": 1})
+    b.user(task)
+    call = new_id("call")
+    b.assistant("Looking.", tool_calls=(call,))
+    b.tool_result(call, output, call_seq=b.tool_call(call))
+    b.add("step/end", {"turn": b.turn_no, "step": 1})
+    b.step_no = 2
+    b.add("step/start", {"turn": b.turn_no, "step": 2})
+    b.assistant(answer)
+    b.add("step/end", {"turn": b.turn_no, "step": 2})
+    b.add("turn/end", {"turn": b.turn_no, "reason": {"kind": "completed"}})
+
+
+def session():
+    b = LogBuilder(RC8)
+    add_turn(b, "Read the service log.", LOG_LINES + "\n12:59 WARN pool   exhausted (in_use=12 size=12)", "One pool warning.")
+    add_turn(b, "Show the config.", "pool_size = 12\nacquire_timeout_ms = 2500\n", "The pool has 12 connections.")
+    add_turn(b, "What now?", "1148ms spent in retries", "We keep the pool at 12 because the database allows 100 connections.")
+    return collect_turns(b.events)
+
+
+FACTS = [Fact("warn", "WARN pool exhausted (in_use=12", 1, "tool-output", "pool exhausted"),
+         Fact("size", "pool_size = 12", 2, "tool-output", "pool_size"),
+         Fact("why", "the database allows 100 connections", 3, "decision", "database connections"),
+         Fact("typo", "pool_size = 13", 2, "tool-output", "pool_size")]
+
+
+def test_a_fact_holds_verbatim_with_whitespace_runs_counted_as_one():
+    assert holds("12:59 WARN pool\n  exhausted (in_use=12 size=12)", FACTS[0])
+    assert not holds("WARN pool exhausted in_use=12", FACTS[0])  # a paraphrase does not count
+
+
+def test_fact_checks_report_planting_surface_and_search_rank():
+    turns = session()
+    checks = check_facts(FACTS, turns, surface_text="User asked; the pool has pool_size = 12 connections.")
+    assert [(c.fact.id, c.planted, c.on_surface, c.rank) for c in checks] == [
+        ("warn", True, False, 1), ("size", True, True, 1), ("why", True, False, 1), ("typo", False, False, 1)]
+    # "typo" is not in turn 2's messages: the scenario did not plant it (reported as a scenario bug)
+    assert recall(checks[:3]) == recall(checks[:3]).__class__(facts=3, at1=3, at5=3, first_page=3)
+
+
+def test_search_matches_word_starts_so_a_number_does_not_match_inside_another():
+    turns = session()
+    assert [h.record.turn for h in search_hits(turns, "pool_size")] == [2]
+    assert [h.record.turn for h in search_hits(turns, "48ms")] == [1]  # "48ms" in turn 1, not inside "1148ms"
+    assert [h.record.turn for h in search_hits(turns, "148ms")] == []
+    assert [h.record.turn for h in search_hits(turns, "connect")] == [3, 2]  # the start of "connections"; a tie: newest first
+
+
+def test_search_ranks_by_tf_idf_and_falls_back_to_the_turns_with_the_most_words():
+    turns = session()
+    # only turn 1 holds both words; a hit lists its words rarest first ("pool" is in every turn)
+    assert [(h.record.turn, h.words) for h in search_hits(turns, "pool warning")] == [(1, ("warning", "pool"))]
+    # "pool" is in every turn, "database" in turn 3 only: turn 3 ranks first though turn 1 says "pool" more often
+    assert [h.record.turn for h in search_hits(turns, "pool database")] == [3]
+    assert [h.record.turn for h in search_hits(turns, "pool")] == [2, 1, 3]
+    assert [(h.record.turn, h.words) for h in search_hits(turns, "database warning retries")] == [
+        (3, ("database", "retries")), (1, ("warning",))]
+    text = search(turns, "database warning retries", 1)
+    assert text.startswith("No completed turn of this session contains all of: database, warning, retries; 2 contain "
+                           "some of them (page 1 of 1, most words first).")
+    assert "- turn 3 (2 hits; has database, retries; turn-memory: not compressed)" in text
+    assert search(turns, "zebra", 1) == "No completed turn of this session contains any of: zebra."
+
+
+ENGINE_LOG = """\
+2026-12-01 10:00:01,000 INFO turn_memory.turns: session s1 turn 1: finished by worker 1 (fork); 7 -> 2 nodes; landing at the next pre-step
+2026-12-01 10:00:01,001 INFO turn_memory.turns: session s1 turn 1: job finished; landing at the next landing point: 1 worker(s) (fork), 2 model request(s), 0.2s
+2026-12-01 10:00:01,100 INFO turn_memory.turns: session s1 turn 1: landed (7 -> 2 nodes, 1 worker(s), 2 model request(s))
+2026-12-01 10:00:02,000 INFO turn_memory.turns: session s1 turn 2: 144 tokens, below turns.minTurnTokens (600): a worker would cost more than the smaller turn saves; no-op marker, no worker
+2026-12-01 10:00:03,000 WARNING turn_memory.turns: session s1 turn 3: gave up: 3 consecutive worker(s) without progress; the turn stays raw (pending, retried on the next start)
+2026-12-01 10:00:03,001 INFO turn_memory.turns: session s1 turn 3: job gave up: 3 consecutive worker(s) without progress; the turn stays raw (pending, retried on the next start): 3 worker(s) (fork, spawn, spawn), 9 model request(s), 4.0s
+2026-12-01 10:00:04,000 WARNING turn_memory.turns: session s1 turn 4: landing refused, the turn stays raw: seq 40: overlaps [rule: replace-coverage]
+2026-12-01 10:00:04,001 INFO turn_memory.turns: session s1 turn 4: job finished: 1 worker(s) (fork), 2 model request(s), 0.1s
+2026-12-01 10:00:05,000 INFO turn_memory.turns: session other turn 5: landed (3 -> 2 nodes, 1 worker(s), 2 model request(s))
+2026-12-01 10:00:06,000 INFO turn_memory.compaction: session s1 compaction job 1: job finished: 1 worker(s), 2 model request(s), 0.1s
+"""
+
+
+def test_protocol_stats_count_landed_and_attempted_turns_requests_and_why_turns_stayed_raw():
+    stats = protocol_stats(ENGINE_LOG, "s1", 5, Counter({"cannot finish yet": 1}))
+    assert (stats.turns, stats.attempted, stats.landed, stats.requests) == (5, 3, 1, 13)
+    assert stats.requests_per_turn == pytest.approx(13 / 3)
+    assert stats.raw == [(2, "no-op: below turns.minTurnTokens (600)"),
+                         (3, "gave up: 3 consecutive worker(s) without progress"),
+                         (4, "landing refused: seq 40: overlaps [rule: replace-coverage]"), (5, "no outcome logged")]
+    assert stats.refusals == Counter({"cannot finish yet": 1, "replace-coverage": 1})
+    assert stats.compactions == [("finished", 1, 2)]
+    assert summarize_raw([(2, "no-op: x"), (6, "no-op: x"), (3, "gave up: y")]) == "turns 2, 6 (no-op: x); turn 3 (gave up: y)"
+
+
+def _scenario(**changes):
+    data = {"title": "t", "shape": "s", "raw_tokens": 20_000, "turns": [
+        {"user": f"task {n}", "steps": [{"think": "x" * 2500 if n == 1 else "", "say": "done"}]} for n in range(1, 11)],
+        "facts": [{"id": "f", "text": "done", "turn": 1, "kind": "decision", "query": "done"}],
+        "probes": [{"id": f"p{n}", "dimension": "recall", "question": "q", "reference": "r", "facts": ["f"]}
+                   for n in range(3)]}
+    return parse_scenario({**data, **changes}, Path("x"))
+
+
+def test_the_cost_estimate_is_arithmetic_over_the_scenario_size():
+    bill = cost.estimate([_scenario()])
+    # e.g. the turn workers: 10 turns of 2,000 tokens, 2 requests each; the first sends the 4,000-token
+    # overhead + the session so far at 25% + the turn = 170,000 prompt tokens over the 20 requests
+    assert bill.by_purpose == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 12, "judge": 6}
+    assert (bill.requests, bill.prompt_tokens, bill.hit_tokens, bill.output_tokens) == (42, 401_291, 251_600, 14_096)
+    assert round(bill.cost(), 6) == 0.054879 and round(bill.upper_bound(), 6) == 0.118282
+    # a session that is not compacted but runs into its window gets one stock summary per window's worth
+    assert cost.estimate([_scenario(compact=False, window=8_000, raw_tokens=20_000)]).by_purpose["summary"] == 4
+
+
+def test_usage_is_priced_at_deepseek_list_prices():
+    assert Usage(1_000_000, 1_000_000, 400_000).cost() == pytest.approx(0.4 * 0.028 + 0.6 * 0.28 + 0.42)
+    measured = cost.measured([("probe", Usage(100, 10, 60)), ("judge", Usage(50, 5, 0))])
+    assert measured.to_json() == {"requests": 2, "prompt_tokens": 150, "cached_tokens": 60, "output_tokens": 15,
+                                  "cost_usd": 0.0, "by_purpose": {"judge": 1, "probe": 1}}
+
+
+def test_scripted_hint_and_summary_are_deterministic_extracts():
+    assert scripted_hint("The pool is full. It leaks.\n\nTry a bigger pool? No.") == "- The pool is full.\n- Try a bigger pool?"
+    messages = [{"role": "user", "content": "first ask"}, {"role": "assistant", "content": "a1"},
+                {"role": "user", "content": "Current runtime context. …"}, {"role": "user", "content": "second ask"},
+                {"role": "assistant", "content": "a2"}, {"role": "user", "content": "summarize"}]
+    assert scripted_summary(messages) == ("## Primary Request and Intent\n- first ask / second ask\n\n"
+                                          "## Current Work\n- a1 / a2")
+
+
+HISTORY_TOOL = [{"type": "function", "function": {"name": "read_session_history", "parameters": {}}},
+                {"type": "function", "function": {"name": "bash", "parameters": {}}}]
+
+
+def test_the_scripted_answerer_searches_reads_and_quotes_what_it_found():
+    turns = session()
+    snapshot = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Read the service log."},
+                {"role": "assistant", "content": "One pool warning."}, {"role": "user", "content": "CAPTURE"}]
+    provider = ScriptedProvider()
+    asker = ProbeAsker(provider, snapshot, HISTORY_TOOL, "CAPTURE", turns, 160_000)
+    assert [t["function"]["name"] for t in asker.history] == ["read_session_history"]  # only the memory tool
+    facts = [FACTS[0], FACTS[3]]
+    answered = asker.ask(Probe("p", "recall", "What did the warning say, and what size is the pool?", "r", ("warn", "typo")),
+                         facts)
+    assert answered.lookups == [{"query": "pool exhausted"}, {"query": "pool_size"}, {"turn": 1}, {"turn": 2}]
+    assert answered.answer == "- WARN pool exhausted (in_use=12\n- " + NOT_FOUND
+    assert len(answered.usage) == 3
+    judge(provider, answered, facts)
+    assert (answered.score, answered.reason) == (2.5, "1 of 2 reference facts present")
+
+
+def test_without_the_tool_the_answer_comes_from_the_snapshot_alone():
+    snapshot = [{"role": "user", "content": "The pool has pool_size = 12."}, {"role": "user", "content": "CAPTURE"}]
+    asker = ProbeAsker(ScriptedProvider(), snapshot, [], "CAPTURE", session(), 160_000)
+    answered = asker.ask(Probe("p", "recall", "size?", "r", ("size",)), [FACTS[1]])
+    assert (answered.lookups, answered.answer) == ([], "- pool_size = 12")
+
+
+def test_history_calls_are_answered_by_the_tools_own_code_errors_included():
+    turns = session()
+    assert history_answer(turns, '{"turn": 2}', 160_000).startswith("Turn 2, original nodes from the session log")
+    assert history_answer(turns, '{"turn": 9}', 160_000) == "turn 9 does not exist; completed turns: 1–3"
+    assert history_answer(turns, "{not json", 160_000).startswith("arguments are not valid JSON")
+
+
+@pytest.mark.parametrize("text,verdict", [
+    ('{"score": 4, "reason": "one value missing"}', (4.0, "one value missing")),
+    ('Sure.\n```json\n{"score": 2.5, "reason": "half"}\n```', (2.5, "half")),
+    ('{"score": 7}', (None, "unreadable verdict: '{\"score\": 7}'")),
+    ("no json here", (None, "unreadable verdict: 'no json here'")),
+])
+def test_the_judges_verdict_is_read_or_reported_unreadable(text, verdict):
+    assert parse_verdict(text) == verdict
+
+
+def test_the_scripted_provider_refuses_what_it_cannot_answer():
+    with pytest.raises(ValueError, match="no answer for a agent request"):
+        ScriptedProvider().complete(ChatRequest(routing.AGENT, []))

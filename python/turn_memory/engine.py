@@ -65,8 +65,9 @@ class Engine:
         self.mirror = SessionMirror()
         self.workers = WorkerRegistry(worker_tools())
         self.hints = HintService()
-        self.turns = TurnService(self.workers, self.hints)
         self.compaction = CompactionService(self.workers)
+        # the compression policy reads how full the routed model's window is
+        self.turns = TurnService(self.workers, self.hints, window_of=self.compaction.window)
         self.followups = FollowupDispatcher(self.turns)
         self.public_tools = PublicTools(public_tools())
         self.contexts = context_sections()

@@ -19,7 +19,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
@@ -33,6 +33,7 @@ from turn_memory.host.images import missing_markers
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
 from turn_memory.prompts import PromptError, prompt_sections, render_prompt
+from turn_memory.runtime.interfaces import ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import run_worker, worker_scope
 
@@ -50,14 +51,26 @@ class SegmentFailed(Exception):
     pass
 
 
-def source_nodes(log_: SessionLog, segment: Segment) -> list[SourceNode]:
-    out = []
-    for k, seq in enumerate(segment.seqs, start=1):
+def source_nodes(log_: SessionLog, segment: Segment, ready: Mapping[int, ReadyTurn] | None = None) -> list[SourceNode]:
+    """The segment's nodes as the worker reads them; a turn whose compression is finished but
+    not landed yet (`ready`) is read in its compressed form: the checkpoint folds that, so
+    the turn's worker was not wasted (issue 21)."""
+    compressed = {positions[0]: nodes for positions, nodes in (ready or {}).values()}
+    skipped = {seq for positions, _ in (ready or {}).values() for seq in positions[1:]}
+    out: list[SourceNode] = []
+    for seq in segment.seqs:
+        if seq in skipped:
+            continue
+        if seq in compressed:
+            for role, text in compressed[seq]:
+                _, images, _ = render_blocks([{"type": "text", "text": text}])
+                out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", role, text, tuple(images)))
+            continue
         message = log_.message_of(seq) or {"role": "user", "content": []}
         text, images, _ = render_blocks(message.get("content") or [])
         role = message.get("role", "user")
-        out.append(SourceNode(f"S{segment.index}.{k}", "tool" if role == "tool" or _is_tool(log_, seq) else role, text,
-                              tuple(images)))
+        out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", "tool" if role == "tool" or _is_tool(log_, seq) else role,
+                              text, tuple(images)))
     return out
 
 
@@ -86,6 +99,8 @@ class SegmentedJob:
     port: HostPort
     config: CompactionConfig
     selection: Selection
+    #: turns in the selection whose compression is finished but not landed: folded compressed
+    ready: Mapping[int, ReadyTurn] = field(default_factory=dict)
     job_id: str = ""
     segments: list[Segment] = field(default_factory=list)
     editor: SessionMemoryEditor | None = None
@@ -114,7 +129,7 @@ class SegmentedJob:
         tokens = {s: p for s in span_nodes if (p := log_.price(s)) is not None}
         self.segments = split_segments(span_nodes, units, tokens, self.config.segmentTokens)
         self.editor = SessionMemoryEditor(len(self.segments))
-        sources = {seg.index: source_nodes(log_, seg) for seg in self.segments}
+        sources = {seg.index: source_nodes(log_, seg, self.ready) for seg in self.segments}
         self.tools = SessionTools(self.editor, self.segments, sources, assigned=1,
                                   read_limit_chars=self.config.readLimitChars)
 

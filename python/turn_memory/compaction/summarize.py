@@ -6,6 +6,8 @@ same tools — then appends the instruction, so the provider can reuse its prefi
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
 from turn_memory.bridge.server import RemoteError, ShimTimeout
@@ -14,6 +16,7 @@ from turn_memory.compaction.transaction import Summary
 from turn_memory.host.llm_stream import StreamAssembler
 from turn_memory.host.routes import request_header, route
 from turn_memory.host.surface import SessionLog
+from turn_memory.runtime.interfaces import ReadyTurn
 
 
 class SummaryFailed(Exception):
@@ -21,10 +24,19 @@ class SummaryFailed(Exception):
 
 
 def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, instruction: str,
-                    max_tokens: int | None) -> LlmRequest:
+                    max_tokens: int | None, ready: Mapping[int, ReadyTurn] | None = None) -> LlmRequest:
+    """`ready`: turns whose finished compression has not landed: summarized in that form."""
     header = request_header(log) or {}
     provider, model = route(log, agent)
-    messages = [m for seq in selection.shadowed if (m := log.message_of(seq)) is not None]
+    compressed = {positions[0]: nodes for positions, nodes in (ready or {}).values()}
+    skipped = {seq for positions, _ in (ready or {}).values() for seq in positions[1:]}
+    messages: list[dict[str, Any]] = []
+    for seq in selection.shadowed:
+        if seq in compressed:
+            messages += [{"role": "user" if role == "tool" else role, "content": [{"type": "text", "text": text}]}
+                         for role, text in compressed[seq]]
+        elif seq not in skipped and (m := log.message_of(seq)) is not None:
+            messages.append(m)
     if first_content_index(log) == 1:  # a protected system head is the prompt, not history
         head = log.message_of(log.nodes[0])
         if head is not None:

@@ -57,6 +57,30 @@ class NotSmaller(Exception):
     pass
 
 
+#: what a fold must be able to save beyond its own framing to be worth its workers (tokens)
+MIN_FOLD_SAVING = 100
+
+
+def framing_tokens(dialect: Dialect, template: str) -> int:
+    """The checkpoint message's price with an empty summary: what any checkpoint costs."""
+    empty = Summary(blocks=[{"type": "text", "text": ""}], raw_output=[], provider="", model="")
+    return estimate_message(checkpoint_message(dialect, Transaction("0", None, None), empty, template))
+
+
+def too_small(log: SessionLog, selection: Selection, template: str) -> str | None:
+    """Why folding the selection is not worth a checkpoint (plain words, with its size), or None.
+
+    Typical after a session's last tool turns: the older history is already compressed turns,
+    and a checkpoint with its framing would be about as large as what it replaces."""
+    shadowed, framing = shadowed_tokens(log, selection), framing_tokens(log.dialect, template)
+    if shadowed >= framing + MIN_FOLD_SAVING:
+        return None
+    turns = sorted({o[1] for s in selection.shadowed if (o := log.index.origins.get(s)) is not None and o[0] == "turn"})
+    what = f"turns {turns[0]}-{turns[-1]}" if len(turns) > 1 else f"turn {turns[0]}" if turns else "the older history"
+    return (f"the older history ({what}, {len(selection.shadowed)} nodes) is ~{shadowed} tokens, too small to fold: a "
+            f"checkpoint's framing alone is ~{framing} tokens and a fold must save at least {MIN_FOLD_SAVING} more")
+
+
 def start_plan(tx: Transaction) -> Plan:
     return Plan([{"type": "compaction/start", "data": tx.lifecycle}], label="compaction/start")
 

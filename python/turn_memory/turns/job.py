@@ -524,6 +524,15 @@ class TurnJob:
         self.landed.set()
         return True
 
+    def fold_into(self, checkpoint_seq: int) -> None:
+        """A session checkpoint took the turn and folded this finished compression's nodes: it
+        was not wasted, and it never lands (its span is gone from the surface)."""
+        log.info("%s: the checkpoint at seq %d folded this compressed turn (%d -> %d nodes); nothing left to land",
+                 self.where, checkpoint_seq, len(self.positions), len(self.editor.nodes) if self.editor else 0)
+        self.landing = f"folded into the checkpoint at seq {checkpoint_seq}"
+        self._forget_result("a checkpoint folded it")
+        self.landed.set()
+
     def _refused_landing(self, why: str) -> None:
         log.warning("%s: landing refused, the turn stays raw: %s", self.where, why)
         self.landing = f"refused: {why}"

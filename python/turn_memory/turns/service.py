@@ -19,11 +19,11 @@ import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
-from turn_memory.runtime.interfaces import HintSource
+from turn_memory.runtime.interfaces import HintSource, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns import eligibility
@@ -250,6 +250,24 @@ class TurnService:
             if job.done:
                 self.jobs.pop(key, None)
         return False
+
+    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
+        """Finished compressions not landed yet whose whole turn lies in `seqs` (a compaction's
+        range): turn -> (its positions, its compressed nodes), for the checkpoint to fold."""
+        inside, out = set(seqs), {}
+        for (sid, turn), job in self.jobs.items():
+            if sid == session.id and job.finished and not job.landed.is_set() and job.editor is not None \
+                    and job.positions and inside.issuperset(job.positions):
+                out[turn] = (tuple(job.positions), [(n.role, n.text) for n in job.editor.nodes])
+        return out
+
+    def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None:
+        """A checkpoint folded these turns' compressed form: nothing of theirs lands any more."""
+        for turn in turns:
+            job = self.jobs.get((session.id, turn))
+            if job is not None and job.finished and not job.landed.is_set():
+                job.fold_into(checkpoint_seq)
+                self.jobs.pop((session.id, turn), None)
 
     @asynccontextmanager
     async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,

@@ -80,6 +80,10 @@ class TurnConfig(_Section):
         "one worker compresses up to this many turns together: turns dispatched while every worker slot "
         "(`turns.concurrentJobs`) is busy (fast turns behind slower workers, a restart), and small turns "
         "held until they are worth a worker; each still lands on its own; 1: one worker per turn"))
+    batchTokens: int = Field(4000, ge=1, description=(
+        "a worker takes further turns only while their tokens together stay within this: a bigger turn gets "
+        "a worker of its own, in parallel with the others (one request writing several big rewrites would "
+        "land them all late)"))
     concurrentJobs: int = Field(3, ge=1, le=16, description=(
         "compression jobs of one session that may run at once (workers for different turns in parallel); "
         "landings stay one at a time and in turn order"))

@@ -67,6 +67,13 @@ def test_held_turns_share_one_worker_and_a_batch_over_the_cap_is_priced_as_two_j
     assert choice.dispatch == (1, 2, 3, 4, 5, 6) and choice.cost == pytest.approx(143_200)
 
 
+def test_a_worker_takes_several_turns_only_while_they_are_small_together():
+    cfg = TurnConfig(batchTurns=4, batchTokens=4000)
+    assert E.batches([500, 800, 1200, 900, 700, 300], cfg) == [4, 2]  # at most four turns
+    assert E.batches([9000, 300, 3600, 100, 50], cfg) == [1, 3, 1]  # a big turn gets a worker of its own
+    assert E.batches([1000] * 3, TurnConfig(batchTurns=1)) == [1, 1, 1]
+
+
 def test_small_turns_are_held_until_they_reach_the_minimum_together():
     small = [E.TurnFacts(1, 300)]
     assert E.choose(small, facts(10**6), TurnConfig()).reason == \

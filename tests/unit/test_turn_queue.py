@@ -21,7 +21,8 @@ class Jobs:
         self.finished: list[list[int]] = []
         self.running_at_start: list[int] = []
         self.held = set(held)
-        self.queue = TurnQueue("s", self.admit, self.choose, self.run, lambda: (slots, batch))
+        self.queue = TurnQueue("s", self.admit, self.choose, self.run,
+                               lambda: (slots, lambda turns: [min(batch, len(turns))]))
 
     async def admit(self, turn: int) -> bool:
         return True

@@ -35,7 +35,6 @@ The `size` policy dispatches held turns as soon as together they reach `turns.mi
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -96,6 +95,21 @@ class Choice:
     cost: float = 0.0
 
 
+def batches(tokens: Sequence[int], config: TurnConfig) -> list[int]:
+    """How consecutive turns of these sizes split into jobs (turns per job): one worker takes up
+    to `turns.batchTurns` turns, and more than one only while they stay within `turns.batchTokens`."""
+    out: list[int] = []
+    total = 0
+    for size in tokens:
+        if out and out[-1] < config.batchTurns and total + size <= config.batchTokens:
+            out[-1] += 1
+            total += size
+        else:
+            out.append(1)
+            total = size
+    return out
+
+
 def price(tokens: int, session: SessionFacts, jobs: int = 1) -> tuple[float, float]:
     """(saving, cost) of compressing `tokens` of raw turns with `jobs` workers, in cached-token units."""
     k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
@@ -124,7 +138,7 @@ def choose(candidates: Sequence[TurnFacts], session: SessionFacts, config: TurnC
     if session.threshold_tokens and session.surface_tokens >= WINDOW_SHARE * session.threshold_tokens:
         return Choice(turns, f"{held}: the surface ({session.surface_tokens} tokens) is past half of the compaction "
                              f"threshold ({session.threshold_tokens})")
-    saving, cost = price(total, session, math.ceil(len(turns) / max(1, config.batchTurns)))
+    saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)))
     numbers = (f"saves ~{saving:,.0f} over the {session.agent_requests} requests the session is expected to make yet, "
                f"costs ~{cost:,.0f} (cached-token units)")
     if saving >= cost:

@@ -5,7 +5,7 @@ pending marker lands (or its no-op, then it needs nothing more). Each round of a
 asks the compression policy (`choose`) whether the turns held so far, with the new ones, are
 worth a worker now; the chosen turns wait for a worker slot, the rest stay held (raw,
 pending) for the next round. Up to `slots` jobs run at once: workers for different turns in
-parallel, each job compressing up to `batch` waiting turns with one worker. Turns that
+parallel, each job compressing the next batch of waiting turns with one worker. Turns that
 arrive together (fast turns, a restart) are all admitted before any job starts, so a
 backlog becomes batches.
 
@@ -35,8 +35,9 @@ Admit = Callable[[int], Awaitable[bool]]
 Choose = Callable[[list[int]], list[int]]
 #: compresses a batch of turns with one worker, until each is ready (not until it has landed)
 Runner = Callable[[list[int]], Awaitable[None]]
-#: (slots, batch): jobs that may run at once, turns one job may take (read at every start)
-Limits = Callable[[], tuple[int, int]]
+#: (slots, batches): jobs that may run at once, and how waiting turns split into jobs (turns per
+#: job, oldest first; read at every start)
+Limits = Callable[[], tuple[int, Callable[[list[int]], list[int]]]]
 
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
@@ -166,9 +167,9 @@ class TurnQueue:
                 bisect.insort(self._waiting, turn)
 
     def _start_jobs(self) -> None:
-        slots, batch = self._limits()
+        slots, batches = self._limits()
         while self._waiting and len(self._running) < max(1, slots):
-            turns = self._waiting[:max(1, batch)]
+            turns = self._waiting[:max(1, batches(list(self._waiting))[0])]
             del self._waiting[:len(turns)]
             self._running[turns[0]] = turns
             self._quiet.clear()

@@ -87,9 +87,10 @@ class TurnService:
     def _queue(self, session_id: str) -> TurnQueue:
         queue = self.queues.get(session_id)
         if queue is None:
-            def limits() -> tuple[int, int]:
-                turns = self._configs[session_id].turns
-                return turns.concurrentJobs, turns.batchTurns
+            def limits() -> tuple[int, Callable[[list[int]], list[int]]]:
+                config = self._configs[session_id].turns
+                return config.concurrentJobs, lambda turns: eligibility.batches(
+                    [self.jobs[(session_id, t)].tokens for t in turns], config)
 
             queue = self.queues[session_id] = TurnQueue(
                 session_id, lambda t: self._admit(session_id, t), lambda held: self._choose(session_id, held),

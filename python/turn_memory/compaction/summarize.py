@@ -32,9 +32,10 @@ def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, 
     skipped = {seq for positions, _ in (ready or {}).values() for seq in positions[1:]}
     messages: list[dict[str, Any]] = []
     for seq in selection.shadowed:
-        if seq in compressed:
-            messages += [{"role": "user" if role == "tool" else role, "content": [{"type": "text", "text": text}]}
-                         for role, text in compressed[seq]]
+        if seq in compressed:  # one user message with the roles written out (as a 0.2 mode-4 landing)
+            label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
+            text = "\n\n".join(f"{label.get(role, role)}: {text}" for role, text in compressed[seq])
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
         elif seq not in skipped and (m := log.message_of(seq)) is not None:
             messages.append(m)
     if first_content_index(log) == 1:  # a protected system head is the prompt, not history

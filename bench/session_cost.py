@@ -165,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"(default: {','.join(DEFAULT_SCENARIOS)})")
     ap.add_argument("--runs", type=int, default=None, help="runs per variant and scenario (default: the scenario's)")
     ap.add_argument("--turns", type=int, default=None, help="turns of every scenario (a shorter run while developing)")
+    ap.add_argument("--context-window", type=int, default=None,
+                    help="route every scenario through a generic route with this window (tokens)")
     ap.add_argument("--model", choices=["scenario", "instant", "realistic"], default="scenario",
                     help="model latency for every scenario (default: each scenario's own)")
     ap.add_argument("--think-ms", type=int, default=None, help="user think time between turns (default: the scenario's)")
@@ -198,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.model == "realistic":
         changes.update(ttfb_ms=REALISTIC[0], tokens_per_s=REALISTIC[1])
     for key, value in (("think_ms", args.think_ms), ("result_tokens", args.result_tokens),
-                       ("worker_requests", args.worker_requests), ("turns", args.turns)):
+                       ("worker_requests", args.worker_requests), ("turns", args.turns),
+                       ("context_window", args.context_window)):
         if value is not None:
             changes[key] = value
     scenarios = [replace(sc, **changes, **({"rewrite_ratio": args.rewrite_ratio}

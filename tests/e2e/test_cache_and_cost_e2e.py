@@ -69,7 +69,9 @@ def test_with_the_default_policy_a_short_session_runs_no_worker_and_its_requests
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert worker_requests(fake) == []
     _, events = home.session_log(run.session_id)
-    assert [m for e in events if (m := marker_of(e))] == [("pending", 1), ("pending", 2), ("pending", 3)]
+    marks = [m for e in events if (m := marker_of(e))]
+    # held, pending (turn 3's marker may not land before DSH exits right after it)
+    assert marks[:2] == [("pending", 1), ("pending", 2)] and set(marks[2:]) <= {("pending", 3)}, marks
     # the pending markers are content-identical copies: each request extends the one before it
     agent = agent_requests(fake)
     priced = pm.price([pm.Request(pm.canonical_text(r.tools, r.messages), 1) for r in agent])

@@ -6,6 +6,7 @@ model said nothing in gets the no-op marker. The policy's arithmetic is pinned w
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 
 import pytest
@@ -221,3 +222,20 @@ def test_held_small_turns_are_compressed_together_by_one_worker_once_they_are_wo
     assert not any(host.log.index.has_raw_reasoning(t) for t in (1, 2, 3))
     assert all(not a.is_error for a in script.answers), [a.text for a in script.answers]
     assert "COMPRESSED 2" in json.dumps([host.log.message_of(s) for s in turn_nodes(host.log, 2)])
+
+
+def test_the_landing_barrier_never_waits_for_a_held_turn():
+    """With `turns.landingBarrier` the next turn's first request waits for the previous turn's
+    compression, but not for one the policy holds: no worker is coming for it now."""
+    host = one_turn_host(shape=BIG)
+    service = EngineHarness().turns
+    cfg = EngineConfig.model_validate({"turns": {"landingBarrier": True, "landingWaitS": 5}})
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        started = time.monotonic()
+        await next_turn_prestep(host, service, cfg)  # at once: the turn is still being marked
+        return time.monotonic() - started
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 10)) < 1
+    assert service.jobs[(SESSION, 1)].held and markers(host) == [("pending", 1)]

@@ -116,6 +116,8 @@ class TurnJob:
     tokens: int = 0
     #: pending and waiting for the policy to find it worth a worker (it blocks no landing)
     held: bool = False
+    #: set once the policy decided about the turn (held or dispatched), or it stopped
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
     _tools: WorkerTools | BatchTools | None = None
     #: the turns this job's workers compress: its own and any batched ones that need one
     _todo: list["TurnJob"] = field(default_factory=list)
@@ -148,6 +150,20 @@ class TurnJob:
         self.outcome = self.outcome or outcome
         self.landed.set()
         self.ready.set()
+        self.decided.set()
+
+    async def ready_unless_held(self, timeout: float) -> bool:
+        """Wait (bounded) until the compression is ready; False at once when the policy holds
+        the turn (no worker is coming for it now), or after `timeout`."""
+        deadline = time.monotonic() + timeout
+        try:
+            await asyncio.wait_for(self.decided.wait(), timeout)
+            if self.held:
+                return False
+            await asyncio.wait_for(self.ready.wait(), max(0.0, deadline - time.monotonic()))
+            return True
+        except asyncio.TimeoutError:
+            return False
 
     # -- turn/end: the pending marker --------------------------------------------------
     async def mark(self) -> None:

@@ -153,6 +153,7 @@ class TurnService:
         log.info("%s: %s; %s", where, "compressing" if choice.dispatch else "held", choice.reason)
         for job in jobs:
             job.held = job.turn not in choice.dispatch
+            job.decided.set()
         return list(choice.dispatch)
 
     def _session_facts(self, session: MirroredSession, config: EngineConfig, queue: TurnQueue) -> eligibility.SessionFacts:
@@ -209,11 +210,10 @@ class TurnService:
         if config.turns.landingBarrier and step == 1 and previous is not None and not previous.ready.is_set() \
                 and not previous.held:
             started = time.monotonic()
-            try:
-                await asyncio.wait_for(previous.ready.wait(), config.turns.landingWaitS)
+            if await previous.ready_unless_held(config.turns.landingWaitS):
                 log.info("session %s turn %d step 1: waited %d ms for turn %d's compression (landing barrier)",
                          session.id, turn, (time.monotonic() - started) * 1000, previous.turn)
-            except asyncio.TimeoutError:
+            elif not previous.held:
                 log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
                          previous.turn, config.turns.landingWaitS, turn)
         # 0.2 reloads assistant nodes only inside a step the agent loop opened, and the turn just

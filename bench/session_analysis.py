@@ -163,7 +163,7 @@ def analyse_requests(received: Sequence[Received], sc: Scenario, compressed: Ite
                              for r, label in zip(received, labels) if label == "worker"]
     out["wrong_replies"] = [f"{label} request answered by {r.source}" for r, label in zip(received, labels)
                             if (label == "agent" and not r.source.startswith("rule:agent"))
-                            or (label == "worker" and r.source != "responder")]
+                            or (label in ("worker", "summary") and r.source != "responder")]
     return out
 
 

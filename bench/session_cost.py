@@ -98,7 +98,9 @@ def run_once(template: Path, variant: str, sc: Scenario, runtime: Any, work: Pat
                     "landed": landed, "job_start_ms": job_starts(received, events),
                     "two_turn_gaps_ms": two_turn_gaps(turn_ends(events), out.pop("first_request_time")),
                     "compactions": compactions(events), "failed_compactions": failed_compactions(events),
-                    "decisions": decisions(lines), "host_warnings": len(run.logs()), "problems": problems})
+                    "decisions": decisions(lines), "host_warnings": len(run.logs()),
+                    "host_warning_texts": [f"{r.get('name')}: {str(r.get('text'))[:300]}" for r in run.logs()[:3]],
+                    "problems": problems})
         return out
     finally:
         shutil.rmtree(root, ignore_errors=True)

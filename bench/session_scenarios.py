@@ -342,9 +342,18 @@ def segment_reply(messages: Sequence[Mapping[str, Any]], sc: Scenario) -> dict[s
 STOCK_INSTRUCTION = "You are now acting as a compaction engine"
 
 
-def stock_summary(sc: Scenario) -> str:
-    """What stock compaction-basic's summary request is answered with."""
-    return filler("STOCK-SUMMARY:", sc.summary_tokens, "what the session did so far")
+def stock_summary(messages: Sequence[Mapping[str, Any]], sc: Scenario) -> dict[str, Any] | None:
+    """Stock compaction-basic's summary request is answered with `summary_tokens` of summary
+    that ends with the user's current request, as a real one does ("Current Work"): a summary
+    that folds the open turn's request still lets the agent's script find its turn."""
+    last = _text(messages[-1].get("content")) if messages else ""
+    if STOCK_INSTRUCTION not in last:
+        return None
+    current = [m.group(0) for msg in messages for m in re.finditer(r"Task \d+:[^\n]*", _text(msg.get("content")))
+               if msg.get("role") == "user"]
+    tail = f"\n## Current Work\n- {current[-1]}" if current else ""
+    size = max(1, sc.summary_tokens - pm.tokens(tail))
+    return {"text": filler("STOCK-SUMMARY:", size, "what the session did so far") + tail}
 
 
 def script(fake: Any, sc: Scenario) -> None:
@@ -353,6 +362,4 @@ def script(fake: Any, sc: Scenario) -> None:
                       replies=agent_replies(k, sc), name=f"agent{k}")
     # stock compaction-basic's summary request ends with its instruction (the compact header is
     # DeepSeek's route's only: a generic route sends it as an ordinary request)
-    fake.add_rule({"kind": "*", "last_user_contains": STOCK_INSTRUCTION}, reply={"text": stock_summary(sc)},
-                  times="always", name="stock-summary")
-    fake.responder = lambda req: worker_reply(req.messages, req.tool_names, sc)
+    fake.responder = lambda req: stock_summary(req.messages, sc) or worker_reply(req.messages, req.tool_names, sc)

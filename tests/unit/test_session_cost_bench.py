@@ -114,6 +114,17 @@ def test_the_scripted_worker_folds_every_turn_of_a_batch_and_a_segment_worker_it
     assert finish["name"] == "finish_session_segment"
 
 
+def test_stocks_summary_ends_with_the_users_current_request():
+    """A summary that folds the open turn's request still lets the agent's script find its turn."""
+    sc = S.SCENARIOS["long"]
+    messages = [{"role": "user", "content": S.task(4, sc)}, {"role": "assistant", "content": "Step 1 of part 4"},
+                {"role": "user", "content": S.task(5, sc)}, {"role": "user", "content": S.STOCK_INSTRUCTION + " ..."}]
+    reply = S.stock_summary(messages, sc)
+    assert reply["text"].endswith(f"- {S.task(5, sc)}") and "Task 4:" not in reply["text"]
+    assert pm.tokens(reply["text"]) in (sc.summary_tokens, sc.summary_tokens + 1)
+    assert S.stock_summary(messages[:-1], sc) is None  # an agent request: the agent's rules answer it
+
+
 def received(text: str, last_user: str, *, worker: str = "", kind: str = "turn", t: float = 0.0,
              calls: list | None = None, output: int = 10) -> A.Received:
     return A.Received(kind, ["replace_turn_nodes"] if worker else ["bash"], text, output, last_user,
@@ -134,7 +145,7 @@ def test_the_analysis_prices_labels_finds_raw_turns_and_the_floor():
         received(prefix + "Task 1 compressed. Task 2 ...", "Task 2: b"),
         received(prefix + "Task 1 compressed. Task 2 ... Task 3", "Task 3: c"),
         received("title please", "t", kind="title"),
-        received(prefix + "x" * 9000 + S.STOCK_INSTRUCTION, S.STOCK_INSTRUCTION),
+        replace(received(prefix + "x" * 9000 + S.STOCK_INSTRUCTION, S.STOCK_INSTRUCTION), source="responder"),
     ]
     out = A.analyse_requests(reqs, SC, compressed=[1])
     assert out["requests"] == {"agent": 5, "worker": 1, "title": 1, "summary": 1}

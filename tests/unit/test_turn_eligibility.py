@@ -51,13 +51,13 @@ def test_the_value_policy_prices_a_worker_against_what_it_saves_over_the_request
     assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~98,000")
 
 
-def test_what_the_sessions_rewrites_kept_and_the_workers_lag_move_the_price():
+def test_what_the_sessions_rewrites_kept_and_its_history_move_the_price():
     # rewrites that kept 10%: 0.9 x 5000 x 28 = 126,000 against 54,000 + 9000 + 12,000 = 75,000
     assert E.price(5000, facts(28, keep_ratio=0.1)) == pytest.approx((126_000, 75_000))
     assert E.choose([E.TurnFacts(5, 5000)], facts(28, keep_ratio=0.1), TurnConfig()).dispatch == (5,)
-    # 5000 tokens of turns already waiting for a worker land first: read uncached once more (x 9)
-    assert E.price(5000, facts(30, behind_tokens=5000)) == pytest.approx((105_000, 144_000))
-    assert E.choose([E.TurnFacts(5, 5000)], facts(30, behind_tokens=5000), TurnConfig()).dispatch == ()
+    # the fork reads 40,000 more tokens of history (cached) before the turn
+    assert E.price(5000, facts(30, surface=52_000)) == pytest.approx((105_000, 139_000))
+    assert E.choose([E.TurnFacts(5, 5000)], facts(30, surface=52_000), TurnConfig()).dispatch == ()
 
 
 def test_held_turns_share_one_worker_and_a_batch_over_the_cap_is_priced_as_two_jobs():

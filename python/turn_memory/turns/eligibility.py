@@ -16,10 +16,9 @@ input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):
   so far (the Lindy prior for a lifetime of unknown length), so as many requests as the
   session has made so far: F = the agent requests of its completed turns.
 - cost: the worker reads the turns uncached (T + its task, x MISS) and the history before
-  them cached (the fork's prefix); it writes the rewrite (k x T x OUTPUT); the next agent
-  request reads the rewrite uncached instead of the raw turns cached (k x T x (MISS - 1));
-  and everything appended after the turns before they land is read uncached once more
-  (the lag: turns already waiting for a worker land first, x (MISS - 1)).
+  them cached (the fork's prefix); it writes the rewrite (k x T x OUTPUT); and the next
+  agent request reads the rewrite uncached instead of the raw turns cached
+  (k x T x (MISS - 1)).
 
 k is the share of a turn this session's rewrites kept so far (`KEEP_PRIOR` until one has
 landed). A batch is dispatched when saving >= cost, or when the surface has reached half of
@@ -27,7 +26,11 @@ the session-compaction threshold (under the same prior the session doubles again
 otherwise cross it: a lossy fold costs more than any worker), or when a turn ended with a
 hand-off (the model asked for its compression; its follow-up runs only on the compressed
 turn, issue 12). A batch under `turns.minTurnTokens` in all is never dispatched (a worker's
-fixed costs dwarf it). `bench/session_cost.py` chose the rule (README "What it costs").
+fixed costs dwarf it). How far behind the workers are decides how turns share workers (the
+queue: turns dispatched while every slot is busy wait and go together), not whether they
+are worth one: a turn that waited lands in the same pre-step as the earlier ones it waited
+for, behind their one cache break. `bench/session_cost.py` chose the rule (README "What it
+costs").
 
 The `size` policy dispatches held turns as soon as together they reach `turns.minTurnTokens`;
 `turns.minTurnTokens` = 0 dispatches every turn at once, whatever the policy.
@@ -80,8 +83,6 @@ class SessionFacts:
     threshold_tokens: int | None = None
     #: share of a turn this session's landed rewrites kept (None: none landed yet)
     keep_ratio: float | None = None
-    #: raw tokens of turns already dispatched and not landed yet: they land first
-    behind_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,7 @@ def price(tokens: int, session: SessionFacts, jobs: int = 1) -> tuple[float, flo
     k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
     saving = (1 - k) * tokens * session.agent_requests
     history = max(0, session.surface_tokens - tokens) + WORKER_PREFIX_TOKENS
-    cost = (MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * tokens * (OUTPUT + MISS - 1)
-            + session.behind_tokens * (MISS - 1))
+    cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * tokens * (OUTPUT + MISS - 1)
     return saving, cost
 
 

@@ -4,7 +4,8 @@ Triggers: a live `turn/end` in a user session (not subagents; user lineage forks
 D-015), and on every full resync (agent/created, reconnect) the recovery scan. Each turn is
 marked at once, then the compression policy (`turns.eligibility`) decides from what the
 session shows — the turns' sizes, its requests so far, how full the window is, how far behind
-the workers are — whether it, with the turns held before it, gets a worker now; the queue
+the workers are (how turns share workers) — whether it, with the turns held before it, gets a
+worker now; the queue
 (`turns.queue`) runs up to `turns.concurrentJobs` jobs at once. A finished compression lands
 at the first pre-step after it is ready (any step of any later turn), every ready one in
 that pre-step, oldest first and never past an earlier dispatched turn that is not ready; no
@@ -148,7 +149,7 @@ class TurnService:
         session, config = jobs[0].session, self._configs[session_id]
         candidates = [eligibility.TurnFacts(job.turn, job.session.log.tokens(job.session.log.index.turn_nodes(job.turn)),
                                             job.turn in session.handoffs.requests) for job in jobs]
-        choice = eligibility.choose(candidates, self._session_facts(session, config, queue), config.turns)
+        choice = eligibility.choose(candidates, self._session_facts(session, config), config.turns)
         where = f"session {session_id} turn{'s' if len(jobs) > 1 else ''} {', '.join(str(j.turn) for j in jobs)}"
         log.info("%s: %s; %s", where, "compressing" if choice.dispatch else "held", choice.reason)
         for job in jobs:
@@ -156,16 +157,14 @@ class TurnService:
             job.decided.set()
         return list(choice.dispatch)
 
-    def _session_facts(self, session: MirroredSession, config: EngineConfig, queue: TurnQueue) -> eligibility.SessionFacts:
+    def _session_facts(self, session: MirroredSession, config: EngineConfig) -> eligibility.SessionFacts:
         index = session.log.index
         window = self.window_of(session) if self.window_of is not None else None
         raw, kept = self._kept.get(session.id, (0, 0))
-        behind = sum(job.tokens for t in (*queue.pending, *queue.running)
-                     if (job := self.jobs.get((session.id, t))) is not None and not job.held)
         return eligibility.SessionFacts(
             agent_requests=index.completed_steps(), surface_tokens=session.log.tokens(),
             threshold_tokens=int(window * config.compaction.thresholdRatio) if window else None,
-            keep_ratio=kept / raw if raw else None, behind_tokens=behind)
+            keep_ratio=kept / raw if raw else None)
 
     async def _run(self, session_id: str, turns: list[int]) -> None:
         """The queue's runner: returns when every turn of the batch is ready; landings wait in `jobs`.

@@ -155,7 +155,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
     log.info("%s: folding %d surface nodes (seqs %d..%d)%s", where, len(selection.shadowed), selection.start,
              selection.end, f"; turn(s) {', '.join(map(str, sorted(compressed)))} in their finished compressed form"
              if compressed else "")
-    code, stage_error, not_smaller = "summary", None, False
+    code, stage_error, not_smaller = "summary", None, ""
     try:
         summary = await produce_checkpoint(session, port, config, agent, selection, workers, compressed)
         shadowed = tx_.shadowed_tokens(session.log, selection)
@@ -171,7 +171,9 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
         log.error("%s: PARTIAL COMMIT (%d events appended): %s", where, exc.appended, exc)
         raise manual_error("commit", f"compaction did not commit cleanly: {exc}") from exc
     except tx_.NotSmaller as exc:
-        code, stage_error, not_smaller = "summary", str(exc), True
+        code, stage_error = "summary", str(exc)
+        not_smaller = (f"the older history ({tx_.describe(session.log, selection)}) is too small to fold: its "
+                       f"checkpoint came out at ~{exc.framed} tokens")
     except (SummaryFailed, NoRoute, SegmentFailed, PromptError) as exc:
         code, stage_error = "summary", str(exc)
     except LandingError as exc:
@@ -189,7 +191,7 @@ async def run_transaction(session: MirroredSession, port: HostPort, config: Engi
         if code == "cancelled":
             raise manual_error("cancelled", "manual compaction was cancelled; the conversation is unchanged")
         if not_smaller:
-            raise TooSmallToFold(f"the older history ({len(selection.shadowed)} nodes) is too small to fold: {stage_error}")
+            raise TooSmallToFold(not_smaller)
         raise manual_error(code, f"{stage_error}; the conversation is unchanged")
     try:
         await port.flush(session.id)

@@ -25,7 +25,7 @@ from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
 from turn_memory.compaction.memory import SessionMemoryEditor
 from turn_memory.compaction.segments import Segment, split_segments
-from turn_memory.compaction.selection import Selection
+from turn_memory.compaction.selection import Selection, compressed_view
 from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError, tool_specs
 from turn_memory.config import CompactionConfig
 from turn_memory.host.blocks import render_blocks
@@ -55,8 +55,7 @@ def source_nodes(log_: SessionLog, segment: Segment, ready: Mapping[int, ReadyTu
     """The segment's nodes as the worker reads them; a turn whose compression is finished but
     not landed yet (`ready`) is read in its compressed form: the checkpoint folds that, so
     the turn's worker was not wasted (issue 21)."""
-    compressed = {positions[0]: nodes for positions, nodes in (ready or {}).values()}
-    skipped = {seq for positions, _ in (ready or {}).values() for seq in positions[1:]}
+    compressed, skipped = compressed_view(ready)
     out: list[SourceNode] = []
     for seq in segment.seqs:
         if seq in skipped:

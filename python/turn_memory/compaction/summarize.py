@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
 from turn_memory.bridge.server import RemoteError, ShimTimeout
-from turn_memory.compaction.selection import Selection, first_content_index
+from turn_memory.compaction.selection import Selection, compressed_view, first_content_index
 from turn_memory.compaction.transaction import Summary
 from turn_memory.host.llm_stream import StreamAssembler
 from turn_memory.host.routes import request_header, route
@@ -28,8 +28,7 @@ def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, 
     """`ready`: turns whose finished compression has not landed: summarized in that form."""
     header = request_header(log) or {}
     provider, model = route(log, agent)
-    compressed = {positions[0]: nodes for positions, nodes in (ready or {}).values()}
-    skipped = {seq for positions, _ in (ready or {}).values() for seq in positions[1:]}
+    compressed, skipped = compressed_view(ready)
     messages: list[dict[str, Any]] = []
     for seq in selection.shadowed:
         if seq in compressed:  # one user message with the roles written out (as a 0.2 mode-4 landing)

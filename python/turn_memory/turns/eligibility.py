@@ -29,8 +29,8 @@ turn, issue 12). A batch under `turns.minTurnTokens` in all is never dispatched 
 fixed costs dwarf it). How far behind the workers are decides how turns share workers (the
 queue: turns dispatched while every slot is busy wait and go together), not whether they
 are worth one: a turn that waited lands in the same pre-step as the earlier ones it waited
-for, behind their one cache break. `bench/session_cost.py` chose the rule (README "What it
-costs").
+for, behind their one cache break. `bench/session_cost.py` measures the rule against stock and
+the `size` policy (README "What it costs").
 
 The `size` policy dispatches held turns as soon as together they reach `turns.minTurnTokens`;
 `turns.minTurnTokens` = 0 dispatches every turn at once, whatever the policy.

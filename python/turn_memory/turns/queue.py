@@ -110,12 +110,6 @@ class TurnQueue:
         """Every turn a running job compresses, in order."""
         return sorted(t for turns in self._running.values() for t in turns)
 
-    @property
-    def active(self) -> int | None:
-        """The oldest turn a job is compressing, if any."""
-        running = self.running
-        return running[0] if running else None
-
     # -- the scheduler -----------------------------------------------------------------
     def _wake(self) -> None:
         self._kick.set()

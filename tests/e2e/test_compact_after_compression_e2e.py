@@ -5,12 +5,15 @@ in its compressed form instead of being wasted."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 
 import pytest
 
 from helpers import host_problems, reload, text_of, transactions
 from turn_memory.host.markers import marker_of
+from turn_memory.logs.reader import session_log_for
 
 pytestmark = pytest.mark.e2e
 
@@ -102,3 +105,38 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form(hom
     assert [m for e in events if (m := marker_of(e)) and m[0] == "compression"] == [("compression", 1)]
     reload(home, events)
     assert host_problems(run) == []
+
+
+
+def test_held_turns_are_pending_for_inspect_and_recovery_and_a_restart_holds_them_again(home, fake, tmp_path, tm_cli):
+    """Issue 22: turns the default policy holds (a short session has not made the requests that
+    would pay a worker back) keep their raw reasoning under a pending marker, never under one
+    that says compressed; `inspect` calls them pending, a new DSH process recovers them, and
+    its policy holds them again."""
+    engine_log = tmp_path / "engine.log"
+    for k in (1, 2, 3):
+        fake.add_rule({"last_user_contains": f"Task {k}:", "tools_exclude": "replace_turn_nodes"}, reply={
+            "reasoning": f"Thinking about part {k}: " + "the parser reads the stream, then " * 40,
+            "text": f"Part {k}: the parser handles it."})
+    policy = {"turns": {"minTurnTokens": 600}, "engine": {"logFile": str(engine_log)}}  # the default (the template: 0)
+    run = home.run([f"Task {k}: explain part {k} of the parser." for k in (1, 2)], engine_overrides=policy)
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert not [r for r in fake.requests if "replace_turn_nodes" in r.tool_names]  # no worker
+    _, events = home.session_log(run.session_id)
+    assert [m for e in events if (m := marker_of(e))][:1] == [("pending", 1)]
+    assert not [m for e in events if (m := marker_of(e)) and m[0] == "compression"]
+
+    path = session_log_for(home.root / "sessions", run.session_id)
+    proc = subprocess.run([tm_cli, "inspect", "--json", str(path)], capture_output=True, text=True, timeout=120)
+    states = {t["turn"]: t["state"] for t in json.loads(proc.stdout)["turns"]}
+    assert states[1] == "pending" and states.get(2) in ("pending", "untouched"), states  # turn 2: DSH may exit first
+
+    again = home.run(["Task 3: explain part 3 of the parser."], resume=run.session_id, engine_overrides=policy)
+    assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
+    log = engine_log.read_text()
+    assert re.search(r"turn 1: recovering \(pending or stale marker\)", log), log[-3000:]
+    assert re.search(r"turns? 1(, 2)?(, 3)?: held; ", log.split("recovering", 1)[1]), log[-3000:]
+    assert not [r for r in fake.requests if "replace_turn_nodes" in r.tool_names]
+    _, events = home.session_log(run.session_id)
+    assert not [m for e in events if (m := marker_of(e)) and m[0] == "compression"]
+    reload(home, events)

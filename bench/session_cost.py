@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         saved = [json.loads(path.read_text()) for path in args.from_]
         hosts = [h for s in saved for h in s["hosts"]]
         for s in saved:
-            print(f"machine: {s['machine']}; load average {s.get('load_before')} at start; "
+            load = s.get("load_before")
+            print(f"machine: {s['machine']}; load average {'?' if load is None else f'{load:.2f}'} at start; "
                   f"turn-memory config overrides: {s.get('tm_overrides') or 'none'}")
         print("\n" + report(hosts))
         failures = [f for s in saved for f in s["failures"]]

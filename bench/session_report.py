@@ -17,6 +17,11 @@ def scenario_of(data: Mapping[str, Any]) -> Scenario:
     return Scenario(**{k: tuples[k](v) if k in tuples else v for k, v in data.items() if k in known})
 
 
+def turn_keys(by_turn: Mapping[Any, Any]) -> dict[int, Any]:
+    """Per-turn figures keyed by turn (a saved run's JSON keys them by the turn's string)."""
+    return {int(k): v for k, v in by_turn.items()}
+
+
 def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> dict[str, Any]:
     s: dict[str, Any] = {}
     for v, rs in runs.items():
@@ -40,8 +45,8 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
                          for k in sorted({k for r in rs for k in r["requests"]})},
             "landed_worker": median(len(r["landed"]["worker"]) for r in rs),
             "landed_no_worker": median(len(r["landed"]["no_worker"]) for r in rs),
-            "job_start_turn1_ms": median(r["job_start_ms"].get(1) for r in rs),
-            "job_start_later_ms": median(v for r in rs for k, v in r["job_start_ms"].items() if k > 1),
+            "job_start_turn1_ms": median(turn_keys(r["job_start_ms"]).get(1) for r in rs),
+            "job_start_later_ms": median(v for r in rs for k, v in turn_keys(r["job_start_ms"]).items() if k > 1),
             "raw_next": median(len(r["raw_in_next_first_request"]) for r in rs),
             "raw_two_later": median(len(r["raw_two_turns_later"]) for r in rs),
             "eligible": median(len(d.get("eligible", [])) for d in decided) if decided else None,
@@ -52,7 +57,7 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
             "held_at_end": median(len(d.get("held", [])) for d in decided),
             "compactions": median(len(r.get("compactions", [])) for r in rs),
             "compaction_points": (rs[0].get("compactions") or []) if rs else [],
-            "first_request_tokens": (rs[0].get("first_request_tokens") or {}) if rs else {},
+            "first_request_tokens": turn_keys(rs[0].get("first_request_tokens") or {}) if rs else {},
             "worker_s": median(w for r in rs for w in r.get("worker_seconds", [])),
             "two_turn_gap_ms": median(g for r in rs for g in r.get("two_turn_gaps_ms", [])),
             "runs": len(rs),

@@ -229,3 +229,14 @@ def test_a_sensitivity_run_is_priced_against_the_stock_runs_of_its_scenario():
     assert "rc8 keeps 10%" in text and "rc8 keeps 25%" in text
     keep10_row = next(line for line in text.splitlines() if line.startswith("rc8 keeps 10%"))
     assert "0.60×" in keep10_row  # 0.06 against coding's stock 0.10
+
+
+def test_the_report_of_saved_runs_equals_the_report_of_the_runs(tmp_path):
+    """`--from`: a run saved as JSON (its per-turn figures keyed by strings) prints the same table."""
+    import json
+
+    sc = S.SCENARIOS["12x1"]
+    runs = {"turn-memory": [fake_run("turn-memory", 0.024, [2100, 2000], 30.0)],
+            "stock": [fake_run("stock", 0.016, [2000, 2000], 29.0)]}
+    host = {"host": "rc8", "version": "0.1.0-rc.8", "results": {sc.name: {"scenario": asdict(sc), "runs": runs}}}
+    assert R.report([json.loads(json.dumps(host))]) == R.report([host])

@@ -78,13 +78,26 @@ class TurnConfig(_Section):
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
     batchTurns: int = Field(4, ge=1, description=(
-        "a job that starts while later completed turns already wait in the queue (fast turns behind a "
-        "slower worker, a restart) compresses up to this many turns with one worker and lands them "
-        "together; 1: one worker per turn"))
+        "one worker compresses up to this many turns together: turns dispatched while every worker slot "
+        "(`turns.concurrentJobs`) is busy (fast turns behind slower workers, a restart), and small turns "
+        "held until they are worth a worker; each still lands on its own; 1: one worker per turn"))
+    batchTokens: int = Field(4000, ge=1, description=(
+        "a worker takes further turns only while their tokens together stay within this: a bigger turn gets "
+        "a worker of its own, in parallel with the others (one request writing several big rewrites would "
+        "land them all late)"))
+    concurrentJobs: int = Field(3, ge=1, le=16, description=(
+        "compression jobs of one session that may run at once (workers for different turns in parallel); "
+        "landings stay one at a time and in turn order"))
+    policy: Literal["value", "size"] = Field("value", description=(
+        "`value`: a completed turn, with the turns held before it, gets a worker once what it saves over the "
+        "requests the session is expected to make yet (as many as it made so far) pays for the worker, or once "
+        "the surface is past half of the compaction threshold; until then it is held, raw and pending "
+        "(README \"What it costs\"); `size`: as soon as the held turns reach `turns.minTurnTokens` together"))
     minTurnTokens: int = Field(600, ge=0, description=(
-        "a completed turn smaller than this (DSH's token estimate of its surface nodes) gets the no-op "
-        "marker and no worker: compressing it would cost more than it saves (0: every turn the model answered; a "
-        "hand-off turn, which asked for its compression, always gets a worker)"))
+        "turns smaller than this together (DSH's token estimate of their surface nodes) never get a worker: "
+        "they are held, raw and pending, until later turns join them (0: every turn the model answered gets "
+        "a worker at once, whatever `turns.policy`; a hand-off turn, which asked for its compression, always "
+        "gets one)"))
 
 
 class ThoughtHintsConfig(_Section):

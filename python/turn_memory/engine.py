@@ -65,8 +65,9 @@ class Engine:
         self.mirror = SessionMirror()
         self.workers = WorkerRegistry(worker_tools())
         self.hints = HintService()
-        self.turns = TurnService(self.workers, self.hints)
         self.compaction = CompactionService(self.workers)
+        # the compression policy reads how full the routed model's window is
+        self.turns = TurnService(self.workers, self.hints, window_of=self.compaction.window)
         self.followups = FollowupDispatcher(self.turns)
         self.public_tools = PublicTools(public_tools())
         self.contexts = context_sections()
@@ -177,7 +178,7 @@ class Engine:
 
         session = self._session(params.sessionId)
         return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
-                           self.workers, self._rewrites(session, None, peer))
+                           self.workers, self._rewrites(session, None, peer), self.turns)
 
     def _compact_region(self, peer: Peer, params: CompactRegionParams, payload: bytes | None) -> Any:
         from turn_memory.compaction.manual import compact_region  # on first use, as compact.now
@@ -185,7 +186,7 @@ class Engine:
         session = self._session(params.sessionId)
         # DSH chose the range: land nothing that would move it, only wait for the rewrite
         return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                              params.start, params.end, self.workers, self._rewrites(session, None, peer))
+                              params.start, params.end, self.workers, self._rewrites(session, None, peer), self.turns)
 
     def _turn_pre_step(self, peer: Peer, params: PreStepParams, payload: bytes | None) -> Any:
         session = self.mirror.get(params.sessionId)
@@ -206,7 +207,7 @@ class Engine:
         session = self._session(params.sessionId)
         port = self._port(peer)
         return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
-                                         params.agentOptions, self._rewrites(session, "open", peer))
+                                         params.agentOptions, self._rewrites(session, "open", peer), self.turns)
 
     def _compact_overflow(self, peer: Peer, params: OverflowParams, payload: bytes | None) -> Any:
         session = self._session(params.sessionId)
@@ -223,7 +224,7 @@ class Engine:
             # measures the surface as it is; waits for the rewrite in flight only when it compacts
             port = self._port(session.peer)
             await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
-                                           self._rewrites(session, params.turn, session.peer))
+                                           self._rewrites(session, params.turn, session.peer), self.turns)
         withhold = self.followups.withheld(session, params.turn, params.step, at_request)
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
                                        for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
@@ -251,7 +252,7 @@ class Engine:
 
     async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
         retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),
-                                               params.agentOptions, self._rewrites(session, params.turn, peer))
+                                               params.agentOptions, self._rewrites(session, params.turn, peer), self.turns)
         return {"retry": retry}
 
     # -- helpers -----------------------------------------------------------------------

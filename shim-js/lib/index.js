@@ -353,9 +353,16 @@ export default class TurnMemoryEngine extends CompactionEngine {
     if (!this.mirror.entry(sessionId)) this.mirror.track(agent);
     this.host.maintenance.set(sessionId, signal);
     try {
-      return await this._call('compact.now', {
+      const result = await this._call('compact.now', {
         sessionId, logLength: agent.session.seq, sourceCommandId, agentOptions: routeOf(agent),
       }, { timeoutMs: this.settings.manualTimeoutMs, signal, liveness: this._liveness() });
+      // older history too small to fold is a result, not an error: DSH's /compact says there is
+      // nothing to compact; the engine's reason (with the size) goes to DSH's log
+      if (result?.skipped) {
+        this.ctx.logger.info(`turn-memory /compact: ${result.skipped}; nothing changed`);
+        return null;
+      }
+      return result;
     } catch (error) {
       if (error instanceof ManualCompactionError) throw error;
       if (signal.aborted) throw new ManualCompactionError('cancelled', 'manual compaction was cancelled', { cause: error });

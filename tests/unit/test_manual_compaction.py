@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -12,9 +13,11 @@ from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction.manual import compact_now
 from turn_memory.compaction.selection import select_manual_range
+from turn_memory.compaction.transaction import framing_tokens
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
+from turn_memory.prompts import read_prompt
 from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
@@ -90,18 +93,40 @@ def test_summary_request_replays_the_span_then_the_instruction(dialect):
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_summary_not_smaller_is_refused_and_surface_unchanged(dialect):
+def test_a_summary_no_smaller_than_the_history_is_a_result_not_an_error(dialect):
+    """Issue 21: "too small to fold" is what /compact answers, with the size; the attempt is
+    recorded (its bracket closed with the reason) and the surface is unchanged."""
     events, _ = long_log(dialect, turns=2)
     host = FakeHost(dialect, events)
     nodes, before = list(host.log.nodes), len(host.log)
     host.llm_script.append(lambda h: text_reply("x" * 20000))
-    with pytest.raises(RemoteError) as excinfo:
-        run(host)
-    assert manual_code(excinfo) == "summary"
-    assert "not smaller" in str(excinfo.value)
+    result = run(host)
+    assert set(result) == {"skipped"}
+    assert result["skipped"].startswith("the older history (turn 1, ")
+    assert result["skipped"].endswith(" tokens) is too small to fold: its checkpoint came out at ~5093 tokens")
     assert compaction_events(host, before) == ["compaction/start", "compaction/end"]
     assert host.log.events[-1]["data"]["error"].startswith("summary:")
     assert host.log.nodes == nodes
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_older_history_too_small_to_fold_is_reported_with_its_size_before_any_model_request(dialect, caplog):
+    b = LogBuilder(dialect)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    for i in range(2):
+        b.turn(f"ok {i}", tool=False)  # user + answer: a few tokens each
+    host = FakeHost(dialect, b.events)
+    nodes, before = list(host.log.nodes), len(host.log)
+    selection = select_manual_range(host.log, 1)
+    shadowed = host.log.tokens(selection.shadowed)
+    framing = framing_tokens(dialect, read_prompt("checkpoint"))
+    assert shadowed <= framing  # no checkpoint could be smaller
+    with caplog.at_level("INFO", logger="turn_memory.compaction"):
+        result = run(host)
+    assert result == {"skipped": f"the older history (turn 1, {len(selection.shadowed)} nodes, ~{shadowed} tokens) "
+                                 f"is too small to fold: a checkpoint's framing alone is ~{framing} tokens"}
+    assert host.llm_requests == [] and len(host.log) == before and host.log.nodes == nodes  # nothing written
+    assert f"/compact: {result['skipped']}; nothing changed" in caplog.text
 
 
 def test_model_error_closes_the_bracket_with_the_error():
@@ -225,3 +250,46 @@ def test_selection_keeps_tool_pairs_and_the_last_turn(dialect):
     events1, marks1 = long_log(dialect, turns=1)
     sel1 = select_manual_range(SessionLog(dialect, events1), retain_turns=1)
     assert sel1 is not None and sel1.end == marks1[0]["answer"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("method", ["summary", "workers"])
+def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form_not_wasted(dialect, method, caplog):
+    """Issue 21: `/compact` runs with no turn open, where no landing can happen: the checkpoint
+    reads the finished compression instead of the raw turn, and that job never lands."""
+    from engine_harness import EngineHarness
+    from fake_host import SESSION, WorkerScript, attach_workers
+    from test_turn_jobs import FINISH, FOLD, complete_turn, one_turn_host
+    from turn_memory.turns.recovery import turn_nodes
+
+    host = one_turn_host(dialect)
+    harness = EngineHarness()
+    turns_cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": 0}})
+    checkpoint = ("replace_session_memory", {"expected_revision": 0, "from": "P1", "nodes": [
+        {"role": "user", "content": "CKPT: the parser."}, {"role": "assistant", "content": "CKPT: fixed."}]})
+    started = attach_workers(host, harness.workers, [WorkerScript([FOLD, FINISH]),
+                                                     WorkerScript([checkpoint, ("finish_session_segment", {})])])
+    cfg = EngineConfig.model_validate({"compaction": {"method": method, "retainTurns": 0}})
+    host.llm_script.append(lambda h: text_reply("SUMMARY of the compressed turn."))
+
+    async def scenario():
+        await complete_turn(host, harness.turns, turns_cfg)
+        await harness.turns.drained(SESSION, 5)
+        job = harness.turns.jobs[(SESSION, 1)]
+        assert job.finished and not job.landed.is_set()  # ready; no turn is open to land it in
+        with caplog.at_level("INFO"):
+            result = await compact_now(host.session, host, cfg, AGENT, "cmd-1", harness.workers, None, harness.turns)
+        return job, result
+
+    job, result = asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert result["shadowedSeqs"] and turn_nodes(host.log, 1) == []  # the checkpoint took the turn
+    if method == "summary":
+        (request,) = host.llm_requests
+        read = " ".join(json.dumps(m) for m in request.messages)
+    else:
+        read = started[1]["prompt"]
+    assert "Fixed parse() on empty input." in read and "step 1 answer" not in read
+    assert job.landed.is_set() and job.landing.startswith("folded into the checkpoint at seq")
+    assert (SESSION, 1) not in harness.turns.jobs
+    assert "turn(s) 1 in their finished compressed form" in caplog.text
+    assert SessionLog(dialect, host.log.events).reload_problems == []

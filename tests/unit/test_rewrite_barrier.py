@@ -36,8 +36,10 @@ FOLD_SEGMENT = [("replace_session_memory", {"expected_revision": 0, "from": "P1"
 
 def config(policy: dict | None = None) -> EngineConfig:
     # the builders' turns are a few hundred tokens: compress them (the policy has its own
-    # tests), one worker per turn of the backlog (batching has its own tests)
-    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "batchTurns": 1}, **(policy or {})})
+    # tests), one worker per turn of the backlog, one at a time (batching and concurrent jobs
+    # have their own tests)
+    turns = {"minTurnTokens": 0, "batchTurns": 1, "concurrentJobs": 1, **(policy or {}).get("turns", {})}
+    return EngineConfig.model_validate({**(policy or {}), "turns": turns})
 
 class HostEngine(Engine):
     """The real engine, its port and config bound to one in-memory host."""
@@ -226,7 +228,7 @@ def test_at_pressure_a_rewrite_that_stays_in_flight_is_waited_for_only_rewrite_w
 
 def test_the_landing_barrier_keeps_the_next_request_carrying_the_previous_turn():
     host = backlog_host(pressure=False)
-    engine = HostEngine(host, config({"turns": {"minTurnTokens": 0, "batchTurns": 1, "landingBarrier": True}}))
+    engine = HostEngine(host, config({"turns": {"landingBarrier": True}}))
     workers = Workers(host, engine, gated={1})
 
     async def scenario():

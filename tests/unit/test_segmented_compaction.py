@@ -224,15 +224,15 @@ def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
     assert marker in started[0]["prompt"]
 
 
-def test_a_checkpoint_not_smaller_than_the_history_is_refused():
+def test_a_checkpoint_not_smaller_than_the_history_is_not_committed():
     b = SessionBuilder(RC8)
     b.preamble()
     for _ in range(2):
-        b.work_turn(calls=0, task="hi")
+        b.work_turn(calls=0, task="please fix the parser " * 40)
     host = FakeHost(RC8, b.events)
     nodes = list(host.log.nodes)
-    with pytest.raises(RemoteError, match="not smaller"):
-        compact(host, config(), [WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH])])
+    result, _ = compact(host, config(), [WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH])])
+    assert "too small to fold: its checkpoint came out at ~" in result["skipped"]
     assert host.log.nodes == nodes and host.log.events[-1]["type"] == "compaction/end"
 
 

@@ -121,16 +121,20 @@ def test_the_batch_is_bounded_and_one_turn_per_worker_when_off():
     assert [s["label"] for s in started] == ["turn-memory turn 1", "turn-memory turn 2", "turn-memory turn 3"]
 
 
-def test_a_batched_turn_too_small_for_a_worker_gets_its_no_op_marker_and_the_rest_is_compressed():
+def test_a_small_turn_in_a_backlog_is_compressed_with_it_not_left_raw_behind_a_no_op():
+    """Issue 22: a small turn's raw reasoning never stays on the surface under a landed marker."""
     big = Shape(steps=[(5, True, False), (5, False, False), (0, False, False)])
-    host = backlog_host(shapes=[big, Shape(steps=[(0, False, False)]), big])
-    nodes = {t: len(turn_nodes(host.log, t)) for t in (1, 3)}
+    small = Shape(steps=[(0, True, False)])
+    host = backlog_host(shapes=[big, small, big])
+    assert host.log.tokens(turn_nodes(host.log, 2)) < 600 <= host.log.tokens(turn_nodes(host.log, 1))
+    nodes = {t: len(turn_nodes(host.log, t)) for t in (1, 2, 3)}
     folds = [("replace_turn_nodes", {"from": f"t{t}.n1", "to": f"t{t}.n{nodes[t]}", "nodes": [
-        {"role": "user", "content": f"COMPRESSED-USER {t}"}, {"role": "assistant", "content": f"C {t}"}]}) for t in (1, 3)]
-    started = run_backlog(host, config(minTurnTokens=600), [WorkerScript([*folds, FINISH])])
+        {"role": "user", "content": f"COMPRESSED-USER {t}"}, {"role": "assistant", "content": f"C {t}"}]}) for t in (1, 2, 3)]
+    started = run_backlog(host, config(minTurnTokens=600, policy="size"), [WorkerScript([*folds, FINISH])])
     assert [s["label"] for s in started] == ["turn-memory turns 1-3"]
-    assert "t2." not in started[0]["prompt"]  # the small turn is not the worker's to edit
-    assert sorted(landed(host)) == [(1, 1), (2, 0), (3, 1)]
+    assert "- t2.n1 · user" in started[0]["prompt"]
+    assert sorted(landed(host)) == [(1, 1), (2, 1), (3, 1)]
+    assert not any(host.log.index.has_raw_reasoning(t) for t in (1, 2, 3))
 
 
 def test_a_batch_that_never_finishes_leaves_every_turn_pending_for_the_next_start():
@@ -151,7 +155,8 @@ def test_every_batched_turn_is_marked_at_turn_end_kept_in_its_own_sidecar_and_re
         # finished, not landed yet: each turn's compression is kept on its own, and every
         # batched job left the queue's bookkeeping; the ready ones wait in `jobs`
         kept.append(store.turns(SESSION))
-        assert service._to_run == {} and sorted(t for _, t in service.jobs) == [1, 2, 3]
+        queue = service.queues[SESSION]
+        assert queue.pending == queue.running == [] and sorted(t for _, t in service.jobs) == [1, 2, 3]
         assert all(service.jobs[(SESSION, t)].finished for t in (1, 2, 3))
 
     with caplog.at_level("INFO", logger="turn_memory.turns"):
@@ -180,7 +185,7 @@ def test_a_batch_shares_one_request_budget_and_gives_up_as_a_whole(caplog):
     assert [s["maxRequests"] for s in started] == [4, 4, 2]  # 10 for the batch, not 10 per turn
     assert caplog.text.count("gave up: 10 model requests, the job's budget (turns.maxJobRequests)") >= 3
     assert marks(host) == [("pending", 1), ("pending", 2), ("pending", 3)]  # all raw, recoverable
-    assert service.jobs == {} and service._to_run == {}
+    assert service.jobs == {} and service.queues[SESSION].pending == []
     assert all(t not in service.queues[SESSION]._seen for t in (1, 2, 3))  # a later recovery may retry each
 
 
@@ -237,7 +242,7 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     async def after_the_restart():
         reopen(host, second, cfg, store)
         await second.drained(SESSION, 5)
-        assert second._to_run == {}
+        assert second.queues[SESSION].pending == second.queues[SESSION].running == []
         await next_turn_prestep(host, second, cfg, TURNS + 1)
 
     with caplog.at_level("INFO", logger="turn_memory.turns"):

@@ -1,36 +1,119 @@
-"""Which completed turns get a worker (turns/eligibility.py), as the user sees it: a small turn
-costs no model request and its context stays byte-for-byte what it was; a big one is compressed."""
+"""Which completed turns get a worker, and when (turns/eligibility.py), as the user sees it: a
+turn not worth a worker yet costs no model request, keeps its context byte for byte and says
+it is pending (held); held turns are compressed together once they are worth one; a turn the
+model said nothing in gets the no-op marker. The policy's arithmetic is pinned with exact values."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+import json
 
 import pytest
 
 from engine_harness import EngineHarness
-from fake_host import SESSION, WorkerScript, attach_workers
+from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
+from surface_builders import LogBuilder
+from test_inspect import write_plain
 from test_turn_jobs import FINISH, complete_turn, next_turn_prestep, one_turn_host
-from turn_builders import Shape
+from turn_builders import Shape, add_turn
 from turn_memory.config import EngineConfig, TurnConfig
+from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.markers import marker_of
-from turn_memory.host.tokens import estimate_message
-from turn_memory.turns import eligibility
+from turn_memory.inspection.report import inspect_log
+from turn_memory.turns import eligibility as E
 from turn_memory.turns.nodes import original_nodes
-from turn_memory.turns.recovery import turn_nodes
+from turn_memory.turns.recovery import turn_nodes, turns_to_recover
 
 #: ten tool calls over two steps: about a thousand tokens, as DSH's meter counts them
 BIG = Shape(steps=[(5, True, False), (5, False, False), (0, False, False)])
+#: one call with raw reasoning, then the answer: a few hundred tokens
+SMALL = Shape()
 
 
-def fold_all(host) -> tuple[str, dict]:
-    nodes = turn_nodes(host.log, 1)
-    return ("replace_turn_nodes", {"from": "n1", "to": f"n{len(nodes)}", "nodes": [
-        {"role": "user", "content": "Fix the parser."}, {"role": "assistant", "content": "Fixed parse()."}]})
+# -- the policy's arithmetic (pure) -----------------------------------------------------------
 
+def facts(requests: int, surface: int = 12_000, **more) -> E.SessionFacts:
+    return E.SessionFacts(agent_requests=requests, surface_tokens=surface, **more)
+
+
+def test_the_value_policy_prices_a_worker_against_what_it_saves_over_the_requests_to_come():
+    turn = [E.TurnFacts(5, 5000)]
+    # saving: (1 - 0.3) x 5000 x 30 = 105,000; cost: 10 x (5000 + 400) + (12,000 - 5000 + 2000)
+    # + 0.3 x 5000 x (15 + 9) = 54,000 + 9000 + 36,000 = 99,000
+    assert E.price(5000, facts(30)) == pytest.approx((105_000, 99_000))
+    worth = E.choose(turn, facts(30), TurnConfig())
+    assert worth.dispatch == (5,) and (worth.saving, worth.cost) == pytest.approx((105_000, 99_000))
+    assert worth.reason == ("turn 5 (5000 tokens): saves ~105,000 over the 30 requests the session is expected to "
+                            "make yet, costs ~99,000 (cached-token units)")
+    # two requests fewer so far: the session is expected to be shorter, the same worker does not pay
+    held = E.choose(turn, facts(28), TurnConfig())
+    assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~98,000")
+
+
+def test_what_the_sessions_rewrites_kept_and_its_history_move_the_price():
+    # rewrites that kept 10%: 0.9 x 5000 x 28 = 126,000 against 54,000 + 9000 + 12,000 = 75,000
+    assert E.price(5000, facts(28, keep_ratio=0.1)) == pytest.approx((126_000, 75_000))
+    assert E.choose([E.TurnFacts(5, 5000)], facts(28, keep_ratio=0.1), TurnConfig()).dispatch == (5,)
+    # the fork reads 40,000 more tokens of history (cached) before the turn
+    assert E.price(5000, facts(30, surface=52_000)) == pytest.approx((105_000, 139_000))
+    assert E.choose([E.TurnFacts(5, 5000)], facts(30, surface=52_000), TurnConfig()).dispatch == ()
+
+
+def test_held_turns_share_one_worker_and_a_batch_over_the_cap_is_priced_as_two_jobs():
+    turns = [E.TurnFacts(t, 1000) for t in range(1, 7)]
+    # 6000 tokens, two jobs of at most 4 turns: 10 x (6000 + 800) + 2 x (20,000 - 6000 + 2000) + 0.3 x 6000 x 24
+    assert E.price(6000, facts(40, surface=20_000), jobs=2) == pytest.approx((168_000, 143_200))
+    choice = E.choose(turns, facts(40, surface=20_000), TurnConfig())
+    assert choice.dispatch == (1, 2, 3, 4, 5, 6) and choice.cost == pytest.approx(143_200)
+
+
+def test_a_worker_takes_several_turns_only_while_they_are_small_together():
+    cfg = TurnConfig(batchTurns=4, batchTokens=4000)
+    assert E.batches([500, 800, 1200, 900, 700, 300], cfg) == [4, 2]  # at most four turns
+    assert E.batches([9000, 300, 3600, 100, 50], cfg) == [1, 3, 1]  # a big turn gets a worker of its own
+    assert E.batches([1000] * 3, TurnConfig(batchTurns=1)) == [1, 1, 1]
+
+
+def test_small_turns_are_held_until_they_reach_the_minimum_together():
+    small = [E.TurnFacts(1, 300)]
+    assert E.choose(small, facts(10**6), TurnConfig()).reason == \
+        "turn 1 (300 tokens) held: below turns.minTurnTokens (600) together"
+    two = small + [E.TurnFacts(2, 350)]
+    assert E.choose(two, facts(10**6), TurnConfig()).dispatch == (1, 2)  # priced: worth it in a long session
+    assert E.choose(two, facts(10), TurnConfig(policy="size")).dispatch == (1, 2)  # size: 650 >= 600 is enough
+    assert E.choose(two, facts(10), TurnConfig()).dispatch == ()  # value: ten requests so far do not pay for it
+    assert E.choose(small, facts(1), TurnConfig(minTurnTokens=0)).dispatch == (1,)  # 0: every turn, at once
+
+
+def test_a_window_past_half_of_the_compaction_threshold_or_a_hand_off_dispatches_whatever_the_price():
+    turn = [E.TurnFacts(3, 5000)]
+    assert E.choose(turn, facts(2, surface=49_999, threshold_tokens=100_000), TurnConfig()).dispatch == ()
+    choice = E.choose(turn, facts(2, surface=50_000, threshold_tokens=100_000), TurnConfig())
+    assert choice.dispatch == (3,) and "past half of the compaction threshold (100000)" in choice.reason
+    handoff = E.choose([E.TurnFacts(1, 40, handoff=True)], facts(1), TurnConfig())
+    assert handoff.dispatch == (1,) and "hand-off" in handoff.reason
+
+
+def test_a_turn_the_model_said_nothing_in_can_never_be_rewritten():
+    host = one_turn_host(shape=BIG)
+    originals = original_nodes(host.log, turn_nodes(host.log, 1))
+    assert E.transcript_problem(originals) is None
+    assert E.transcript_problem([o for o in originals if o.role != "assistant"]) == "no assistant transcript"
+
+
+# -- the service, as the user sees it -----------------------------------------------------------
 
 def surface_messages(host) -> list:
     """What the model is sent of the session: the surface nodes' roles and contents."""
     return [(m["role"], m["content"]) for s in host.log.nodes if (m := host.log.message_of(s)) is not None]
+
+
+def fold_turn(host, turn: int, prefix: str = "") -> tuple[str, dict]:
+    nodes = turn_nodes(host.log, turn)
+    return ("replace_turn_nodes", {"from": f"{prefix}n1", "to": f"{prefix}n{len(nodes)}", "nodes": [
+        {"role": "user", "content": f"Fix the parser ({turn})."},
+        {"role": "assistant", "content": f"COMPRESSED {turn}: fixed parse()."}]})
 
 
 def run_turn(host, cfg: EngineConfig, scripts: list[WorkerScript]):
@@ -40,65 +123,119 @@ def run_turn(host, cfg: EngineConfig, scripts: list[WorkerScript]):
     async def scenario():
         await complete_turn(host, service, cfg)
         await asyncio.sleep(0.05)
-        await service.drained(SESSION, 5)  # ready (or nothing to do); a ready turn lands at the next pre-step
+        await service.drained(SESSION, 5)  # ready (or held); a ready turn lands at the next pre-step
         await next_turn_prestep(host, service, cfg)
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
-    return started
+    return started, service
 
 
-def test_a_small_turn_gets_the_no_op_marker_and_no_worker_and_the_context_is_unchanged():
-    host = one_turn_host()
-    tokens = host.log.tokens(turn_nodes(host.log, 1))
-    assert 0 < tokens < TurnConfig().minTurnTokens  # the default skips it
+def markers(host) -> list[tuple[str, int]]:
+    return [m for e in host.log.events if (m := marker_of(e)) is not None]
+
+
+@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
+def test_a_turn_not_worth_a_worker_yet_is_held_pending_with_its_context_unchanged(dialect, caplog, tmp_path):
+    host = one_turn_host(dialect, shape=BIG)
     before = surface_messages(host)
-    started = run_turn(host, EngineConfig(), [WorkerScript([FINISH])])
+    with caplog.at_level("INFO", logger="turn_memory.turns"):
+        started, service = run_turn(host, EngineConfig(), [WorkerScript([FINISH])])
     assert started == []  # no model request at all
-    markers = [(marker_of(e), e["data"]["source"].get("workers")) for e in host.log.events if marker_of(e)]
-    assert markers == [(("compression", 1), 0)]  # seen and recorded, never pending, never retried
+    assert markers(host) == [("pending", 1)]  # never a landed marker over its raw reasoning
     assert surface_messages(host)[:len(before)] == before
+    assert service.jobs[(SESSION, 1)].held
+    assert f"session {SESSION} turn 1: held; turn 1 (" in caplog.text and "requests the session is expected" in caplog.text
+    # recovery and inspect agree: a held turn is pending, taken up again on the next start
+    assert turns_to_recover(host.log) == [1]
+    report = inspect_log(write_plain(tmp_path / ("session.v4.jsonl" if dialect is V02 else "session.jsonl"),
+                                     host.log.events))
+    assert [(t["turn"], t["state"]) for t in report["turns"]] == [(1, "pending"), (2, "open")]
 
 
-def test_a_big_turn_is_compressed_with_the_default_policy():
+def test_a_turn_in_a_window_half_way_to_the_compaction_threshold_is_compressed_at_once():
     host = one_turn_host(shape=BIG)
-    tokens = host.log.tokens(turn_nodes(host.log, 1))
-    assert tokens >= TurnConfig().minTurnTokens
-    started = run_turn(host, EngineConfig(), [WorkerScript([fold_all(host), FINISH])])
+    tokens = host.log.tokens()
+    host.host_append("request/context", {"contextWindow": int(tokens / 0.5 / 0.8)})  # threshold = 2 x surface
+    host._forward()
+    harness = EngineHarness()
+    harness.turns.window_of = harness.compaction.window
+    started = attach_workers(host, harness.turns, [WorkerScript([fold_turn(host, 1), FINISH])])
+
+    async def scenario():
+        await complete_turn(host, harness.turns, EngineConfig())
+        await harness.turns.drained(SESSION, 5)
+        await next_turn_prestep(host, harness.turns, EngineConfig())
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
     assert [s["mode"] for s in started] == ["fork"]
-    nodes = turn_nodes(host.log, 1)
-    assert [host.log.message_of(s)["role"] for s in nodes] == ["user", "assistant"]
-    assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
+    assert markers(host) == [("pending", 1), ("compression", 1)]
 
 
-@pytest.mark.parametrize("minimum,workers", [(0, 1), (10**6, 0)])
-def test_the_threshold_is_configurable(minimum, workers):
+def test_a_turn_the_model_said_nothing_in_gets_the_no_op_marker_and_no_worker():
+    b = LogBuilder(RC8)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    b.turn_no = 1
+    b.add("turn/start", {"turn": 1})
+    b.add("step/start", {"turn": 1, "step": 1})
+    b.user("please fix the parser " * 20)
+    b.add("step/end", {"turn": 1, "step": 1})
+    host = FakeHost(RC8, b.events)
+    started, _ = run_turn(host, EngineConfig.model_validate({"turns": {"minTurnTokens": 0}}), [WorkerScript([FINISH])])
+    assert started == []
+    assert markers(host) == [("compression", 1)]  # seen and recorded: never retried
+
+
+def turn_by_turn_host(shapes: list[Shape]) -> FakeHost:
+    """Completed turns whose turn/ends the engine has not seen yet."""
+    b = LogBuilder(RC8)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    for shape in shapes:
+        add_turn(b, shape)
+    return FakeHost(RC8, b.events)
+
+
+def test_held_small_turns_are_compressed_together_by_one_worker_once_they_are_worth_it():
+    """Issue 22: no small turn's raw reasoning stays behind under a marker that says compressed."""
+    host = turn_by_turn_host([SMALL, SMALL, SMALL])
+    sizes = [host.log.tokens(turn_nodes(host.log, t)) for t in (1, 2, 3)]
+    minimum = sizes[0] + sizes[1] + 1  # two are not enough, three are
+    cfg = EngineConfig.model_validate({"turns": {"policy": "size", "minTurnTokens": minimum}})
+    service = EngineHarness().turns
+    script = WorkerScript([*(fold_turn(host, t, f"t{t}.") for t in (1, 2, 3)), FINISH])
+    started = attach_workers(host, service, [script])
+    ends = [e for e in host.log.events if e["type"] == "turn/end"]
+    held = []
+
+    async def scenario():
+        for end in ends:  # one turn ends at a time
+            service.on_events(host.session, [end], False, lambda: host, cfg)
+            await asyncio.sleep(0.05)
+            await service.drained(SESSION, 5)
+            held.append(service.queues[SESSION].held_turns)
+        await next_turn_prestep(host, service, cfg, turn=4)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert held == [[1], [1, 2], []]
+    assert [s["label"] for s in started] == ["turn-memory turns 1-3"]
+    assert [m for m in markers(host) if m[0] == "compression"] == [("compression", 1), ("compression", 2),
+                                                                   ("compression", 3)]
+    assert not any(host.log.index.has_raw_reasoning(t) for t in (1, 2, 3))
+    assert all(not a.is_error for a in script.answers), [a.text for a in script.answers]
+    assert "COMPRESSED 2" in json.dumps([host.log.message_of(s) for s in turn_nodes(host.log, 2)])
+
+
+def test_the_landing_barrier_never_waits_for_a_held_turn():
+    """With `turns.landingBarrier` the next turn's first request waits for the previous turn's
+    compression, but not for one the policy holds: no worker is coming for it now."""
     host = one_turn_host(shape=BIG)
-    cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": minimum}})
-    started = run_turn(host, cfg, [WorkerScript([fold_all(host), FINISH])])
-    assert len(started) == workers
+    service = EngineHarness().turns
+    cfg = EngineConfig.model_validate({"turns": {"landingBarrier": True, "landingWaitS": 5}})
 
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        started = time.monotonic()
+        await next_turn_prestep(host, service, cfg)  # at once: the turn is still being marked
+        return time.monotonic() - started
 
-def test_decide_counts_dshs_token_estimate_and_never_rewrites_a_turn_the_model_said_nothing_in():
-    host = one_turn_host(shape=BIG)
-    positions = turn_nodes(host.log, 1)
-    originals = original_nodes(host.log, positions)
-    messages = [host.log.message_of(s) for s in positions]
-    expected = sum(estimate_message(m) for m in messages)
-    verdict = eligibility.decide(originals, host.log.tokens(positions), TurnConfig(minTurnTokens=expected))
-    assert verdict.eligible and verdict.tokens == expected
-    below = eligibility.decide(originals, expected, TurnConfig(minTurnTokens=expected + 1))
-    assert not below.eligible and "minTurnTokens" in below.reason
-    silent = [o for o in originals if o.role != "assistant"]
-    assert eligibility.decide(silent, expected, TurnConfig(minTurnTokens=0)).reason == "no assistant transcript"
-
-
-def test_a_handoff_turn_gets_a_worker_whatever_its_size_but_never_one_the_model_said_nothing_in():
-    """A hand-off asked for its turn's compression, and its follow-up only runs on the compressed turn."""
-    host = one_turn_host()
-    positions = turn_nodes(host.log, 1)
-    originals = original_nodes(host.log, positions)
-    tokens = host.log.tokens(positions)
-    assert not eligibility.decide(originals, tokens, TurnConfig()).eligible  # small: no worker
-    assert eligibility.decide(originals, tokens, TurnConfig(), handoff=True).eligible
-    silent = [o for o in originals if o.role != "assistant"]
-    assert eligibility.decide(silent, tokens, TurnConfig(), handoff=True).reason == "no assistant transcript"
+    assert asyncio.run(asyncio.wait_for(scenario(), 10)) < 1
+    assert service.jobs[(SESSION, 1)].held and markers(host) == [("pending", 1)]

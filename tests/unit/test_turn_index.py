@@ -17,7 +17,7 @@ from turn_memory.host.handoffs import HandoffLedger, awaiting_followup
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
-from turn_memory.host.turn_index import TURN_NODE_TYPES, LifecycleState, has_reasoning, node_origins
+from turn_memory.host.turn_index import LANDING_STEP, TURN_NODE_TYPES, LifecycleState, has_reasoning, node_origins
 from turn_memory.logs.reader import read_session_log
 from turn_memory.runtime.land import stamp, validate
 from turn_memory.turns.editor import Output, TurnNodeEditor
@@ -109,6 +109,9 @@ def check(log: SessionLog) -> None:
     assert index.open_step == open_step_of(events)
     marks = scan_marks(events)
     assert (index.completed, index.pending, index.landed) == (marks.completed, marks.pending, marks.landed)
+    # the agent loop's steps of completed turns (its model requests), not turn-memory's landing steps
+    assert index.completed_steps() == sum(1 for e in events if e["type"] == "step/start"
+                                          and e["data"]["step"] != LANDING_STEP and e["data"]["turn"] in marks.completed)
     for live_from in (None, 0, len(events) // 2, len(events)):
         assert turns_to_recover(log, live_from, HandoffLedger.of(events)) == scan_recover(log, live_from)
     for seq in log.nodes:

@@ -19,14 +19,14 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
 from turn_memory.compaction import segment_prompt
 from turn_memory.compaction.memory import SessionMemoryEditor
 from turn_memory.compaction.segments import Segment, split_segments
-from turn_memory.compaction.selection import Selection
+from turn_memory.compaction.selection import Selection, compressed_view
 from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError
 from turn_memory.config import CompactionConfig
 from turn_memory.host.blocks import render_blocks
@@ -36,6 +36,7 @@ from turn_memory.host.markers import is_host_context_at
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
 from turn_memory.prompts import PromptError
+from turn_memory.runtime.interfaces import ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import run_worker
 
@@ -48,13 +49,26 @@ class SegmentFailed(Exception):
     pass
 
 
-def source_nodes(log_: SessionLog, segment: Segment) -> list[SourceNode]:
-    out = []
-    for k, seq in enumerate(segment.seqs, start=1):
+def source_nodes(log_: SessionLog, segment: Segment, ready: Mapping[int, ReadyTurn] | None = None) -> list[SourceNode]:
+    """The segment's nodes as the worker reads them; a turn whose compression is finished but
+    not landed yet (`ready`) is read in its compressed form: the checkpoint folds that, so
+    the turn's worker was not wasted (issue 21)."""
+    compressed, skipped = compressed_view(ready)
+    out: list[SourceNode] = []
+    for seq in segment.seqs:
+        if seq in skipped:
+            continue
+        if seq in compressed:
+            for role, text in compressed[seq]:
+                _, images, _ = render_blocks([{"type": "text", "text": text}])
+                # a rewritten turn's user node is the person's request, restated by its worker
+                out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", role, text, tuple(images),
+                                      "human" if role == "user" else ""))
+            continue
         message = log_.message_of(seq) or {"role": "user", "content": []}
         text, images, _ = render_blocks(message.get("content") or [])
         role = "tool" if message.get("role") == "tool" or _is_tool(log_, seq) else message.get("role", "user")
-        out.append(SourceNode(f"S{segment.index}.{k}", role, text, tuple(images), _kind(log_, seq, role, message)))
+        out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", role, text, tuple(images), _kind(log_, seq, role, message)))
     return out
 
 
@@ -68,8 +82,8 @@ def _kind(log_: SessionLog, seq: int, role: str, message: dict[str, Any]) -> str
     return "host-context" if is_host_context_at(log_.events, seq) else "human"
 
 
-def plan_segments(log_: SessionLog, selection: Selection,
-                  budget: int) -> tuple[list[Segment], dict[int, list[SourceNode]]]:
+def plan_segments(log_: SessionLog, selection: Selection, budget: int,
+                  ready: Mapping[int, ReadyTurn] | None = None) -> tuple[list[Segment], dict[int, list[SourceNode]]]:
     """The selected span as segments of complete units within `budget` tokens, and each one's source nodes."""
     nodes = log_.nodes
     first = nodes.index(selection.start)
@@ -77,7 +91,7 @@ def plan_segments(log_: SessionLog, selection: Selection,
     units = surface_units(span_nodes, log_.index.origins)
     tokens = {s: p for s in span_nodes if (p := log_.price(s)) is not None}
     segments = split_segments(span_nodes, units, tokens, budget)
-    return segments, {seg.index: source_nodes(log_, seg) for seg in segments}
+    return segments, {seg.index: source_nodes(log_, seg, ready) for seg in segments}
 
 
 def _is_tool(log_: SessionLog, seq: int) -> bool:
@@ -105,6 +119,8 @@ class SegmentedJob:
     port: HostPort
     config: CompactionConfig
     selection: Selection
+    #: turns in the selection whose compression is finished but not landed: folded compressed
+    ready: Mapping[int, ReadyTurn] = field(default_factory=dict)
     job_id: str = ""
     segments: list[Segment] = field(default_factory=list)
     editor: SessionMemoryEditor | None = None
@@ -125,7 +141,7 @@ class SegmentedJob:
         return f"session {self.session.id} compaction job {self.job_id.rsplit(':', 1)[-1]}"
 
     def prepare(self) -> None:
-        self.segments, sources = plan_segments(self.session.log, self.selection, self.config.segmentTokens)
+        self.segments, sources = plan_segments(self.session.log, self.selection, self.config.segmentTokens, self.ready)
         self.editor = SessionMemoryEditor(len(self.segments))
         self.tools = SessionTools(self.editor, self.segments, sources, assigned=1,
                                   read_limit_chars=self.config.readLimitChars)

@@ -8,9 +8,11 @@ never the open turn. Pure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
+from turn_memory.runtime.interfaces import ReadyTurn
 
 
 @dataclass(frozen=True)
@@ -53,3 +55,10 @@ def select_manual_range(log: SessionLog, retain_turns: int) -> Selection | None:
             return None
         end_unit -= 1
     return None
+
+
+def compressed_view(ready: Mapping[int, ReadyTurn] | None) -> tuple[dict[int, list[tuple[str, str]]], set[int]]:
+    """Where a checkpoint reads ready turns in their compressed form: (first seq of each such
+    turn -> its compressed nodes, the turn's other seqs, which are read as part of that)."""
+    turns = (ready or {}).values()
+    return {positions[0]: nodes for positions, nodes in turns}, {seq for positions, _ in turns for seq in positions[1:]}

@@ -33,6 +33,8 @@ from turn_memory.config import EngineConfig
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import js_len
 from turn_memory.host.turn_index import LANDING_STEP
+from turn_memory.prompts import read_prompt
+from turn_memory.runtime.interfaces import ReadyRewrites
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 
@@ -183,7 +185,8 @@ class CompactionService:
         return measured
 
     async def pre_step(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                       measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None) -> None:
+                       measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None,
+                       ready: ReadyRewrites | None = None) -> None:
         cfg = config.compaction
         if not cfg.auto or not session.is_user_session or session.job_lock.locked():
             return
@@ -191,11 +194,11 @@ class CompactionService:
         if not window:
             return  # no routed request yet: nothing to measure against
         async with AsyncExitStack() as barrier:
-            await self._pressure(session, turn, config, port, measurer, agent, window, barrier, rewrites)
+            await self._pressure(session, turn, config, port, measurer, agent, window, barrier, rewrites, ready)
 
     async def _pressure(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
                         measurer: Measurer, agent: AgentOptions, window: int, barrier: AsyncExitStack,
-                        rewrites: Rewrites | None) -> None:
+                        rewrites: Rewrites | None, ready: ReadyRewrites | None) -> None:
         cfg = config.compaction
         threshold = int(window * cfg.thresholdRatio)
         floor = self._floor.get(session.id)
@@ -237,7 +240,7 @@ class CompactionService:
             log.info("session %s turn %d: pressure %d/%d tokens (%s) >= %.0f%%; compacting %d nodes (pass %d)",
                      session.id, turn, pressure.tokens, window, measured.source, cfg.thresholdRatio * 100,
                      len(selection.shadowed), attempt + 1)
-            if await self._compact(session, port, config, agent, selection, turn) is None:
+            if await self._compact(session, port, config, agent, selection, turn, ready) is None:
                 self._floor[session.id] = measured.tokens
                 return
         measured = await self.measure(session, measurer)
@@ -248,7 +251,7 @@ class CompactionService:
             self._floor[session.id] = measured.tokens
 
     async def overflow(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                       agent: AgentOptions, rewrites: Rewrites | None = None) -> bool:
+                       agent: AgentOptions, rewrites: Rewrites | None = None, ready: ReadyRewrites | None = None) -> bool:
         """Recover from a provider overflow once per turn; True when the request should be replayed."""
         key = (session.id, turn)
         if key in self._overflowed:
@@ -265,26 +268,35 @@ class CompactionService:
                 return session.log.replace_generation > generation  # ready landings alone may fit it
             log.info("session %s turn %d: context overflow; compacting %d nodes, then replaying once", session.id,
                      turn, len(selection.shadowed))
-            await self._compact(session, port, config, agent, selection, turn)
+            await self._compact(session, port, config, agent, selection, turn, ready)
         return session.log.replace_generation > generation
 
     async def _compact(self, session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
-                       selection: Any, turn: int) -> dict[str, Any] | None:
+                       selection: Any, turn: int, ready: ReadyRewrites | None = None) -> dict[str, Any] | None:
         """One automatic transaction owned by the open `turn`; its result, or None."""
         if session.log.index.open_turn != turn:
             return None
+        # imported on first use: the engine's start-up imports compete with DSH's boot
+        from turn_memory.compaction.manual import TooSmallToFold, run_transaction
+        from turn_memory.compaction.transaction import too_small
+
+        small = too_small(session.log, selection, read_prompt("checkpoint"))
+        if small is not None:
+            log.info("session %s turn %d: no automatic compaction: %s", session.id, turn, small)
+            return None
         try:
             async with session.job_lock:
-                # imported on first use: the engine's start-up imports compete with DSH's boot
-                from turn_memory.compaction.manual import run_transaction
-
-                return await run_transaction(session, port, config, agent, selection, None, turn, self.workers)
+                return await run_transaction(session, port, config, agent, selection, None, turn, self.workers, ready)
+        except TooSmallToFold as exc:
+            log.info("session %s turn %d: no automatic compaction: %s", session.id, turn, exc)
+            return None
         except RemoteError as exc:  # closed cleanly with the error; the turn goes on
             log.warning("session %s turn %d: automatic compaction failed: %s", session.id, turn, exc.info.message)
             return None
 
     async def if_needed(self, session: MirroredSession, trigger: str, config: EngineConfig, port: HostPort,
-                        measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None) -> dict[str, Any] | None:
+                        measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None,
+                        ready: ReadyRewrites | None = None) -> dict[str, Any] | None:
         """DSH's compactIfNeeded seam: one pass of the same policy, returning its result."""
         turn = session.log.index.open_turn
         if turn is None or not session.is_user_session or session.job_lock.locked():
@@ -305,4 +317,5 @@ class CompactionService:
                     if measured is None or not Pressure(measured.tokens, window, config.compaction.thresholdRatio).over:
                         return None
                 selection = select_pressure_range(session.log, measured.nodes, int(window * config.compaction.retainRatio))
-            return None if selection is None else await self._compact(session, port, config, agent, selection, turn)
+            return None if selection is None else await self._compact(session, port, config, agent, selection, turn,
+                                                                      ready)

@@ -6,14 +6,17 @@ same tools — then appends the instruction, so the provider can reuse its prefi
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import AgentOptions, LlmRequest
 from turn_memory.bridge.server import RemoteError, ShimTimeout
-from turn_memory.compaction.selection import Selection, first_content_index
+from turn_memory.compaction.selection import Selection, compressed_view, first_content_index
 from turn_memory.compaction.transaction import Summary
 from turn_memory.host.llm_stream import StreamAssembler
 from turn_memory.host.routes import request_header, route
 from turn_memory.host.surface import SessionLog
+from turn_memory.runtime.interfaces import ReadyTurn
 
 
 class SummaryFailed(Exception):
@@ -21,10 +24,19 @@ class SummaryFailed(Exception):
 
 
 def summary_request(log: SessionLog, selection: Selection, agent: AgentOptions, instruction: str,
-                    max_tokens: int | None) -> LlmRequest:
+                    max_tokens: int | None, ready: Mapping[int, ReadyTurn] | None = None) -> LlmRequest:
+    """`ready`: turns whose finished compression has not landed: summarized in that form."""
     header = request_header(log) or {}
     provider, model = route(log, agent)
-    messages = [m for seq in selection.shadowed if (m := log.message_of(seq)) is not None]
+    compressed, skipped = compressed_view(ready)
+    messages: list[dict[str, Any]] = []
+    for seq in selection.shadowed:
+        if seq in compressed:  # one user message with the roles written out (as a 0.2 mode-4 landing)
+            label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
+            text = "\n\n".join(f"{label.get(role, role)}: {text}" for role, text in compressed[seq])
+            messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        elif seq not in skipped and (m := log.message_of(seq)) is not None:
+            messages.append(m)
     if first_content_index(log) == 1:  # a protected system head is the prompt, not history
         head = log.message_of(log.nodes[0])
         if head is not None:

@@ -54,7 +54,9 @@ class Summary:
 
 
 class NotSmaller(Exception):
-    pass
+    def __init__(self, message: str, framed: int) -> None:
+        super().__init__(message)
+        self.framed = framed
 
 
 def start_plan(tx: Transaction) -> Plan:
@@ -67,6 +69,31 @@ def failure_plan(tx: Transaction, error: str) -> Plan:
 
 def shadowed_tokens(log: SessionLog, selection: Selection) -> int:
     return log.tokens(selection.shadowed)
+
+
+def framing_tokens(dialect: Dialect, template: str) -> int:
+    """The checkpoint message's price with an empty summary: what any checkpoint costs."""
+    empty = Summary(blocks=[{"type": "text", "text": ""}], raw_output=[], provider="", model="")
+    return estimate_message(checkpoint_message(dialect, Transaction("0", None, None), empty, template))
+
+
+def describe(log: SessionLog, selection: Selection) -> str:
+    """The selection in plain words: its turns, nodes and size."""
+    turns = sorted({o[1] for s in selection.shadowed if (o := log.index.origins.get(s)) is not None and o[0] == "turn"})
+    what = f"turns {turns[0]}-{turns[-1]}, " if len(turns) > 1 else f"turn {turns[0]}, " if turns else ""
+    return f"{what}{len(selection.shadowed)} nodes, ~{shadowed_tokens(log, selection)} tokens"
+
+
+def too_small(log: SessionLog, selection: Selection, template: str) -> str | None:
+    """Why no checkpoint could be smaller than the selection (plain words, with its size), or
+    None. Checked before any worker runs; a checkpoint that comes out no smaller is the same
+    result, found after them (typical after a session's last tool turns: the older history is
+    already compressed turns)."""
+    framing = framing_tokens(log.dialect, template)
+    if shadowed_tokens(log, selection) > framing:
+        return None
+    return (f"the older history ({describe(log, selection)}) is too small to fold: a checkpoint's framing alone is "
+            f"~{framing} tokens")
 
 
 def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary, template: str) -> dict[str, Any]:
@@ -83,7 +110,8 @@ def checkpoint_message(dialect: Dialect, tx: Transaction, summary: Summary, temp
 def check_smaller(message: dict[str, Any], shadowed: int) -> None:
     framed = estimate_message(message)
     if framed >= shadowed:
-        raise NotSmaller(f"summary is not smaller than the shadowed content ({framed} estimated tokens >= {shadowed})")
+        raise NotSmaller(f"summary is not smaller than the shadowed content ({framed} estimated tokens >= {shadowed})",
+                         framed)
 
 
 def commit_plan(log: SessionLog, tx: Transaction, start_seq: int, selection: Selection,

@@ -8,7 +8,8 @@ pricing ask costs O(1) or O(turn), never a pass over the whole log:
   log, and `inspect` streams it, so none of them can disagree);
 - per turn: its current surface nodes (the members of `TURN_NODE_TYPES` whose origin is the
   turn, kept under replacements), those still carrying raw reasoning, the seqs of its
-  latest `turn/start` and `turn/end`;
+  latest `turn/start` and `turn/end`, and how many steps the agent loop ran in it (its model
+  requests; a landing step is not one);
 - turn-memory's durable markers: the turns with a `pending` and with a `compression` marker
   anywhere in the log (a checkpoint that later shadows one does not unmark the turn);
 - the lifecycle state at the end of the log: the open turn and step, the latest unmatched
@@ -195,6 +196,8 @@ class TurnIndex:
         self.turn_ends: dict[int, int] = {}
         self._end_seqs: list[int] = []  # seq of every turn/end, ascending
         self._end_turns: list[int] = []
+        #: turn -> steps the agent loop opened in it (not turn-memory's landing steps)
+        self.steps: dict[int, int] = {}
         #: turns with a `pending` / `compression` marker anywhere in the log
         self.pending: set[int] = set()
         self.landed: set[int] = set()
@@ -224,6 +227,8 @@ class TurnIndex:
         elif kind == "step/start":
             data = event["data"]
             self.open_step = (data["turn"], data["step"])
+            if data["step"] != LANDING_STEP:
+                self.steps[data["turn"]] = self.steps.get(data["turn"], 0) + 1
         elif kind == "step/end":
             self.open_step = None
         elif kind == "compaction/start":
@@ -264,6 +269,11 @@ class TurnIndex:
     @property
     def completed(self) -> set[int]:
         return set(self.turn_ends)
+
+    def completed_steps(self) -> int:
+        """Steps (model requests of the agent loop) of every completed turn. O(turns)."""
+        steps = self.steps
+        return sum(steps.get(turn, 0) for turn in self.turn_ends)
 
     def ended_since(self, seq: int) -> list[int]:
         """Turns whose turn/end is at or after `seq`, in log order."""

@@ -24,7 +24,7 @@ from turn_memory.host.dialect import Dialect
 from turn_memory.host.markers import is_own_source
 from turn_memory.host.surface import project_message
 from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
-from turn_memory.host.turn_index import OriginFold, UnitKey
+from turn_memory.host.turn_index import OriginFold, UnitKey, has_reasoning
 from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_members
 
 CHUNK = "assistant/chunk"
@@ -69,6 +69,8 @@ class TurnStats(Unit):
     #: the checkpoint that folded this turn, and the turn's size right before that
     shadowed_by: int | None = None
     folded: tuple[int, int] | None = None
+    #: current surface nodes that still show raw reasoning (a landing must leave none, D-014)
+    reasoning_nodes: int = 0
 
 
 @dataclass
@@ -113,6 +115,8 @@ class Fold:
         self._checkpoint_of: dict[int, CheckpointStats] = {}
         # the current surface: seq -> (unit, tokens, fingerprint), and its order
         self._meta: dict[int, tuple[Unit, int, int]] = {}
+        #: current surface nodes with raw reasoning
+        self._reasoning: set[int] = set()
         self._next: dict[int, int] = {}
         self._prev: dict[int, int] = {}
         self._tail: int | None = None
@@ -247,6 +251,7 @@ class Fold:
                 self.raw_tokens += tokens
             # append to the surface
             self._meta[seq] = (unit, tokens, fingerprint)
+            self._note_reasoning(event, seq, kind, unit)
             unit.nodes += 1
             unit.tokens += tokens
             tail = self._tail
@@ -277,6 +282,13 @@ class Fold:
                 self._rewrote(unit)
         self._origin.forget(shadowed)
         self._replace(shadowed, seq, unit, tokens, fingerprint)
+        self._note_reasoning(event, seq, kind, unit)
+
+    def _note_reasoning(self, event: dict[str, Any], seq: int, kind: str, unit: Unit) -> None:
+        if kind == "assistant/message" and has_reasoning(event):
+            self._reasoning.add(seq)
+            if type(unit) is TurnStats:
+                unit.reasoning_nodes += 1
 
     def _unit(self, origin: UnitKey | None) -> Unit:
         """The figures of the unit `OriginFold` attributes a node to."""
@@ -339,6 +351,10 @@ class Fold:
             old_unit, old_tokens, _ = meta.pop(node)
             old_unit.nodes -= 1
             old_unit.tokens -= old_tokens
+            if node in self._reasoning:
+                self._reasoning.discard(node)
+                if type(old_unit) is TurnStats:
+                    old_unit.reasoning_nodes -= 1
         before = prv.pop(shadowed[0], None)
         after = nxt.pop(shadowed[-1], None)
         for node in shadowed[1:]:

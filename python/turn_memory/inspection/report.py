@@ -48,12 +48,17 @@ def _size(nodes: int, tokens: int) -> dict[str, int]:
 
 
 def _state(t: TurnStats) -> str:
+    """As recovery sees the turn (`turns.recovery`): a pending one (held for a later batch, or
+    compressing) and a landed one that still shows raw reasoning ("stale": the marker of a
+    version that left it raw) are both compressed again on the next start."""
     if not t.complete:
         return "open"
     kinds = [m.kind for m in t.markers]
     if not kinds:
         return "untouched"
     last_landing = next((k for k in reversed(kinds) if k != "pending"), None)
+    if last_landing is not None and t.reasoning_nodes > 0 and t.shadowed_by is None:
+        return "stale"
     return {"compression": "compressed", "no-op": "no-op", None: "pending"}[last_landing]
 
 

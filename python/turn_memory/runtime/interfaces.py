@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Mapping, Protocol
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import ThoughtHintsConfig
@@ -42,3 +42,16 @@ class TurnJobs(Protocol):
 
     @property
     def jobs(self) -> Mapping[tuple[str, int], TurnLanding]: ...
+
+
+#: a finished, not yet landed turn compression: (the turn's surface positions, its nodes as (role, text))
+ReadyTurn = tuple[tuple[int, ...], list[tuple[str, str]]]
+
+
+class ReadyRewrites(Protocol):
+    """Finished turn compressions that have not landed yet (`turns.TurnService`; read by
+    `compaction`, which folds their compressed form instead of the raw turn, issue 21)."""
+
+    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]: ...
+
+    def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None: ...

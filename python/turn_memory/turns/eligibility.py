@@ -1,17 +1,39 @@
-"""Which completed turns get a compression worker (D-001 leaves the policy to the host).
+"""Which completed turns get a compression worker, and when (D-001 leaves the policy to the host).
 
-Pure. A worker is a model request (usually one or two) that reads the whole raw turn as
-uncached input, at about ten times the price of the cached context it saves on every later
-request. It pays off once enough later requests carry the smaller turn: about
-10 × (turn + ~350 tokens of per-job overhead) / (what the rewrite saves), roughly 20
-requests for a 600-token turn and 17 for a 1,000-token one, but 30 and more for a turn of a
-few hundred tokens, which can barely get shorter anyway. So a turn below
-`turns.minTurnTokens` (DSH's own token estimate of its surface nodes) gets the no-op marker
-and no worker; `bench/session_cost.py` is how the default was chosen (README). A turn in
-which the model said nothing (no assistant text) cannot be rewritten into a user ->
-assistant turn without inventing one (D-008), whatever its size. A hand-off turn (the model
-called `continue_after_turn_compression`) asked for its compression, and its follow-up only
-runs on the compressed turn (issue 12): it gets a worker whatever its size.
+Pure. A turn in which the model said nothing (no assistant text) cannot be rewritten into a
+user -> assistant turn without inventing one (D-008): it gets the no-op marker, whatever its
+size (`transcript_problem`). Every other turn is marked pending at turn/end and then *held*
+(raw, pending) until the compression policy (`choose`) finds it worth a worker — alone or
+together with the turns held before it, which then share one worker and land each on its
+own. A held turn keeps its raw reasoning and says so (pending): nothing is left looking
+compressed that is not (D-014, D-015), and recovery redoes a held turn like any pending one.
+
+The `value` policy (default) prices a worker against what it saves, in units of one cached
+input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):
+
+- saving: the tokens the rewrite removes, (1 - k) x T, on every later request that carries
+  them. How many later requests? The session is expected to go on as long again as it has
+  so far (the Lindy prior for a lifetime of unknown length), so as many requests as the
+  session has made so far: F = the agent requests of its completed turns.
+- cost: the worker reads the turns uncached (T + its task, x MISS) and the history before
+  them cached (the fork's prefix); it writes the rewrite (k x T x OUTPUT); and the next
+  agent request reads the rewrite uncached instead of the raw turns cached
+  (k x T x (MISS - 1)).
+
+k is the share of a turn this session's rewrites kept so far (`KEEP_PRIOR` until one has
+landed). A batch is dispatched when saving >= cost, or when the surface has reached half of
+the session-compaction threshold (under the same prior the session doubles again, and would
+otherwise cross it: a lossy fold costs more than any worker), or when a turn ended with a
+hand-off (the model asked for its compression; its follow-up runs only on the compressed
+turn, issue 12). A batch under `turns.minTurnTokens` in all is never dispatched (a worker's
+fixed costs dwarf it). How far behind the workers are decides how turns share workers (the
+queue: turns dispatched while every slot is busy wait and go together), not whether they
+are worth one: a turn that waited lands in the same pre-step as the earlier ones it waited
+for, behind their one cache break. `bench/session_cost.py` measures the rule against stock and
+the `size` policy (README "What it costs").
+
+The `size` policy dispatches held turns as soon as together they reach `turns.minTurnTokens`;
+`turns.minTurnTokens` = 0 dispatches every turn at once, whatever the policy.
 """
 
 from __future__ import annotations
@@ -22,25 +44,103 @@ from typing import Sequence
 from turn_memory.config import TurnConfig
 from turn_memory.turns.nodes import OriginalNode
 
+#: uncached input and output, priced in cached input tokens (DeepSeek's price list)
+MISS = 10.0
+OUTPUT = 15.0
+#: what one job reads besides its turns, uncached: the task prompt and the catalog
+JOB_TOKENS = 400
+#: the workers' own system prompt and tools, read from the cache (shared by every worker)
+WORKER_PREFIX_TOKENS = 2000
+#: the share of a turn a rewrite keeps, until the session's own landings measured it
+KEEP_PRIOR = 0.3
+#: dispatch whatever the price once the surface reaches this share of the compaction threshold
+WINDOW_SHARE = 0.5
+
+
+def transcript_problem(originals: Sequence[OriginalNode]) -> str | None:
+    """Why no worker may rewrite this turn at all (it gets the no-op marker), or None."""
+    if not any(o.role == "assistant" and o.text.strip() for o in originals):
+        return "no assistant transcript"
+    return None
+
 
 @dataclass(frozen=True)
-class Eligibility:
-    eligible: bool
-    #: DSH's token estimate of the turn's surface nodes
+class TurnFacts:
+    turn: int
+    #: DSH's token estimate of the turn's current surface nodes (`SessionLog.tokens`)
     tokens: int
-    #: why not (for the log); empty when eligible
-    reason: str = ""
+    #: the turn ended with a hand-off that waits for its compression
+    handoff: bool = False
 
 
-def decide(originals: Sequence[OriginalNode], tokens: int, config: TurnConfig,
-           handoff: bool = False) -> Eligibility:
-    """Whether a worker should compress this turn (`tokens`: its surface nodes' price,
-    `SessionLog.tokens`; `handoff`: the turn ended with a hand-off that waits for its compression)."""
-    if not any(o.role == "assistant" and o.text.strip() for o in originals):
-        return Eligibility(False, tokens, "no assistant transcript")
-    if handoff:
-        return Eligibility(True, tokens)
-    if tokens < config.minTurnTokens:
-        return Eligibility(False, tokens, f"{tokens} tokens, below turns.minTurnTokens ({config.minTurnTokens}): "
-                                          "a worker would cost more than the smaller turn saves")
-    return Eligibility(True, tokens)
+@dataclass(frozen=True)
+class SessionFacts:
+    #: agent model requests (steps) of the session's completed turns so far
+    agent_requests: int
+    #: the session's surface now (DSH's estimate)
+    surface_tokens: int
+    #: where session compaction runs (window x compaction.thresholdRatio); None: not known yet
+    threshold_tokens: int | None = None
+    #: share of a turn this session's landed rewrites kept (None: none landed yet)
+    keep_ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class Choice:
+    #: the turns to compress now (all of the candidates, or none)
+    dispatch: tuple[int, ...]
+    #: why, for the log: names the numbers that decided
+    reason: str
+    #: the value policy's estimate, in cached-token units (0 when it did not price)
+    saving: float = 0.0
+    cost: float = 0.0
+
+
+def batches(tokens: Sequence[int], config: TurnConfig) -> list[int]:
+    """How consecutive turns of these sizes split into jobs (turns per job): one worker takes up
+    to `turns.batchTurns` turns, and more than one only while they stay within `turns.batchTokens`."""
+    out: list[int] = []
+    total = 0
+    for size in tokens:
+        if out and out[-1] < config.batchTurns and total + size <= config.batchTokens:
+            out[-1] += 1
+            total += size
+        else:
+            out.append(1)
+            total = size
+    return out
+
+
+def price(tokens: int, session: SessionFacts, jobs: int = 1) -> tuple[float, float]:
+    """(saving, cost) of compressing `tokens` of raw turns with `jobs` workers, in cached-token units."""
+    k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
+    saving = (1 - k) * tokens * session.agent_requests
+    history = max(0, session.surface_tokens - tokens) + WORKER_PREFIX_TOKENS
+    cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * tokens * (OUTPUT + MISS - 1)
+    return saving, cost
+
+
+def choose(candidates: Sequence[TurnFacts], session: SessionFacts, config: TurnConfig) -> Choice:
+    """Whether the held turns and the one just ended (`candidates`, oldest first) get a worker now."""
+    turns = tuple(c.turn for c in candidates)
+    total = sum(c.tokens for c in candidates)
+    held = f"turn{'s' if len(turns) > 1 else ''} {', '.join(map(str, turns))} ({total} tokens)"
+    if not candidates:
+        return Choice((), "nothing to compress")
+    if any(c.handoff for c in candidates):
+        return Choice(turns, f"{held}: a hand-off asked for its compression")
+    if config.minTurnTokens == 0:
+        return Choice(turns, f"{held}: turns.minTurnTokens is 0, every turn gets a worker")
+    if total < config.minTurnTokens:
+        return Choice((), f"{held} held: below turns.minTurnTokens ({config.minTurnTokens}) together")
+    if config.policy == "size":
+        return Choice(turns, f"{held}: at least turns.minTurnTokens ({config.minTurnTokens})")
+    if session.threshold_tokens and session.surface_tokens >= WINDOW_SHARE * session.threshold_tokens:
+        return Choice(turns, f"{held}: the surface ({session.surface_tokens} tokens) is past half of the compaction "
+                             f"threshold ({session.threshold_tokens})")
+    saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)))
+    numbers = (f"saves ~{saving:,.0f} over the {session.agent_requests} requests the session is expected to make yet, "
+               f"costs ~{cost:,.0f} (cached-token units)")
+    if saving >= cost:
+        return Choice(turns, f"{held}: {numbers}", saving, cost)
+    return Choice((), f"{held} held: {numbers}", saving, cost)

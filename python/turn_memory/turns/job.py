@@ -19,9 +19,11 @@ workers, model requests, time and outcome.
 A finished job's validated working surface is kept in a sidecar file (`turns.results`) until
 it lands, so a restart lands it without running workers again.
 
-A turn the eligibility policy finds not worth a worker gets the no-op marker at turn/end
-instead, and no job work. A job may carry a batch: later turns that were already queued
-when it started (a backlog). Its workers edit every turn that needs one, each in its own
+A turn no worker may rewrite (the model said nothing in it) gets the no-op marker at turn/end
+instead, and no job work; every other turn is marked pending and then held until the
+compression policy dispatches it (`turns.eligibility`, scheduled by `turns.queue`). A job may
+carry a batch: turns dispatched together (held small turns with a later one, or turns that
+waited for a worker slot). Its workers edit every turn that needs one, each in its own
 editor (ids prefixed with the turn); each turn keeps its own pending marker, sidecar,
 landing and report line, exactly as if it had had its own worker. A turn restored from its
 sidecar never joins the batch's worker. The job's bounds and progress are the worker run's
@@ -105,6 +107,12 @@ class TurnJob:
     hints: list[Hint] = field(default_factory=list)
     #: the pending-marker task started when the turn was queued
     marking: "asyncio.Task[None] | None" = None
+    #: DSH's token estimate of the turn's surface nodes when it was marked
+    tokens: int = 0
+    #: pending and waiting for the policy to find it worth a worker (it blocks no landing)
+    held: bool = False
+    #: set once the policy decided about the turn (held or dispatched), or it stopped
+    decided: asyncio.Event = field(default_factory=asyncio.Event)
     _tools: WorkerTools | BatchTools | None = None
     #: the turns this job's workers compress: its own and any batched ones that need one
     _todo: list["TurnJob"] = field(default_factory=list)
@@ -137,6 +145,20 @@ class TurnJob:
         self.outcome = self.outcome or outcome
         self.landed.set()
         self.ready.set()
+        self.decided.set()
+
+    async def ready_unless_held(self, timeout: float) -> bool:
+        """Wait (bounded) until the compression is ready; False at once when the policy holds
+        the turn (no worker is coming for it now), or after `timeout`."""
+        deadline = time.monotonic() + timeout
+        try:
+            await asyncio.wait_for(self.decided.wait(), timeout)
+            if self.held:
+                return False
+            await asyncio.wait_for(self.ready.wait(), max(0.0, deadline - time.monotonic()))
+            return True
+        except asyncio.TimeoutError:
+            return False
 
     # -- turn/end: the pending marker --------------------------------------------------
     async def mark(self) -> None:
@@ -155,20 +177,20 @@ class TurnJob:
             self._stop("skipped")
             return
         originals = original_nodes(self.session.log, positions)
-        verdict = eligibility.decide(originals, self.session.log.tokens(positions), self.config,
-                                     handoff=self.turn in self.session.handoffs.requests)
-        if not verdict.eligible:
-            # a turn not worth a worker, or one no worker could rewrite into a user -> assistant
-            # turn without inventing one (D-008), is recorded "seen" with a content-identical
-            # marker: the model's requests do not change at all
-            log.info("%s: %s; no-op marker, no worker", self.where, verdict.reason)
+        self.tokens = self.session.log.tokens(positions)
+        problem = eligibility.transcript_problem(originals)
+        if problem is not None:
+            # no worker could rewrite it into a user -> assistant turn without inventing one
+            # (D-008): recorded "seen" with a content-identical marker, the model's requests
+            # do not change at all
+            log.info("%s: %s; no-op marker, no worker", self.where, problem)
             try:
                 await land(self.session, self.port, lambda log_: landing_.noop_plan(log_, positions[0], self._context(None, 0)))
                 self.landing = "landed"
             except LandingError as exc:
                 log.warning("%s: marker landing refused: %s", self.where, exc)
                 self.landing = f"refused: {exc}"
-            self._stop(f"no-op ({verdict.reason})")
+            self._stop(f"no-op ({problem})")
             return
         if marker_of(self.session.log.events[positions[0]]) is None:
             try:
@@ -501,6 +523,15 @@ class TurnJob:
                  len(self.editor.nodes), len(self.workers), self.requests)
         self.landed.set()
         return True
+
+    def fold_into(self, checkpoint_seq: int) -> None:
+        """A session checkpoint took the turn and folded this finished compression's nodes: it
+        was not wasted, and it never lands (its span is gone from the surface)."""
+        log.info("%s: the checkpoint at seq %d folded this compressed turn (%d -> %d nodes); nothing left to land",
+                 self.where, checkpoint_seq, len(self.positions), len(self.editor.nodes) if self.editor else 0)
+        self.landing = f"folded into the checkpoint at seq {checkpoint_seq}"
+        self._forget_result("a checkpoint folded it")
+        self.landed.set()
 
     def _refused_landing(self, why: str) -> None:
         log.warning("%s: landing refused, the turn stays raw: %s", self.where, why)

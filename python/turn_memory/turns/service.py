@@ -1,12 +1,17 @@
-"""Per-turn compression for every mirrored user session: triggers, queues, pre-step landing.
+"""Per-turn compression for every mirrored user session: triggers, policy, scheduling, landing.
 
 Triggers: a live `turn/end` in a user session (not subagents; user lineage forks count,
-D-015), and on every full resync (agent/created, reconnect) the recovery scan. A finished
-compression lands at the first pre-step after it is ready (any step of any later turn),
-every ready one in that pre-step, oldest first; no request waits for it, unless
-`turns.landingBarrier` asks each turn's first request to wait (bounded) for the previous
-turn. Session compaction waits (bounded) for the rewrite in flight through
-`rewrite_barrier` (D-005), and only when it is about to run.
+D-015), and on every full resync (agent/created, reconnect) the recovery scan. Each turn is
+marked at once, then the compression policy (`turns.eligibility`) decides from what the
+session shows — the turns' sizes, its requests so far, how full the window is, how far behind
+the workers are (how turns share workers) — whether it, with the turns held before it, gets a
+worker now; the queue
+(`turns.queue`) runs up to `turns.concurrentJobs` jobs at once. A finished compression lands
+at the first pre-step after it is ready (any step of any later turn), every ready one in
+that pre-step, oldest first and never past an earlier dispatched turn that is not ready; no
+request waits for it, unless `turns.landingBarrier` asks each turn's first request to wait
+(bounded) for the previous turn. Session compaction waits (bounded) for the rewrites in
+flight through `rewrite_barrier` (D-005), and only when it is about to run.
 """
 
 from __future__ import annotations
@@ -15,13 +20,14 @@ import asyncio
 import logging
 import time
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
-from turn_memory.runtime.interfaces import HintSource
+from turn_memory.runtime.interfaces import HintSource, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
+from turn_memory.turns import eligibility
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
@@ -30,15 +36,24 @@ from turn_memory.turns.results import ResultStore
 log = logging.getLogger("turn_memory.turns")
 
 
+#: the routed model's context window of a session (None: not known yet); engine.py wires it
+WindowOf = Callable[[MirroredSession], "int | None"]
+
+
 class TurnService:
-    def __init__(self, workers: WorkerRegistry, hints: HintSource | None = None) -> None:
+    def __init__(self, workers: WorkerRegistry, hints: HintSource | None = None,
+                 window_of: WindowOf | None = None) -> None:
         self.queues: dict[str, TurnQueue] = {}
         self.hints = hints
-        #: queued, compressing, and ready ones whose landing waits for a pre-step: (session, turn) -> job
+        #: marked, held, queued, compressing, and ready ones whose landing waits for a pre-step:
+        #: (session, turn) -> job
         self.jobs: dict[tuple[str, int], TurnJob] = {}
-        #: queued jobs not run yet (a no-op one may be done, and gone from `jobs`, before its run)
-        self._to_run: dict[tuple[str, int], TurnJob] = {}
         self.workers = workers
+        self.window_of = window_of
+        #: the config each session's jobs were last queued with (the policy and the queue read it)
+        self._configs: dict[str, EngineConfig] = {}
+        #: session -> (raw tokens, kept tokens) of the rewrites landed in this process
+        self._kept: dict[str, tuple[int, int]] = {}
 
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
@@ -70,11 +85,23 @@ class TurnService:
                 why = "the turn already landed" if turn in session.log.index.landed else "the turn is not pending"
                 results.delete(session.id, turn, f"stale: {why}")
 
+    def _queue(self, session_id: str) -> TurnQueue:
+        queue = self.queues.get(session_id)
+        if queue is None:
+            def limits() -> tuple[int, Callable[[list[int]], list[int]]]:
+                config = self._configs[session_id].turns
+                return config.concurrentJobs, lambda turns: eligibility.batches(
+                    [self.jobs[(session_id, t)].tokens for t in turns], config)
+
+            queue = self.queues[session_id] = TurnQueue(
+                session_id, lambda t: self._admit(session_id, t), lambda held: self._choose(session_id, held),
+                lambda turns: self._run(session_id, turns), limits)
+        return queue
+
     def _enqueue(self, session: MirroredSession, turn: int, port: Callable[[], HostPort], config: EngineConfig,
                  results: ResultStore | None = None) -> bool:
-        queue = self.queues.get(session.id)
-        if queue is None:
-            queue = self.queues[session.id] = TurnQueue(session.id, lambda t: self._run(session.id, t))
+        self._configs[session.id] = config
+        queue = self._queue(session.id)
         existing = self.jobs.get((session.id, turn))
         if existing is not None and not existing.done:
             return False
@@ -84,7 +111,7 @@ class TurnService:
             job.take_hints = lambda: hints.take(job.session, turn, job.port, config.thoughtHints)
         if not queue.enqueue(turn):
             return False
-        self.jobs[(session.id, turn)] = self._to_run[(session.id, turn)] = job
+        self.jobs[(session.id, turn)] = job
         self.workers.add(job.job_id, job)
         job.marking = asyncio.get_running_loop().create_task(self._mark(queue, job))
         return True
@@ -96,27 +123,79 @@ class TurnService:
             await queue.released()
             await job.mark()
 
-    async def _run(self, session_id: str, turn: int) -> None:
-        """The queue's runner: returns when the job is ready; a landing it left waits in `jobs`.
+    async def _admit(self, session_id: str, turn: int) -> bool:
+        """The queue's admission: the turn's marker has landed; True when it still needs a worker."""
+        job = self.jobs[(session_id, turn)]
+        if job.marking is not None:
+            await job.marking
+        if job.ready.is_set():  # no-op, skipped: nothing left to do
+            self._finish(session_id, [job])
+            return False
+        job.held = True
+        return True
 
-        Turns that completed while the previous job compressed (a backlog) join this job, up
-        to `turns.batchTurns`: one worker reads and rewrites them together, once (D-008).
-        They leave the queue (and `_to_run`) here; each still lands, and is reported, on its own."""
-        job = self._to_run.pop((session_id, turn))
-        batch = [self._to_run.pop((session_id, t))
-                 for t in self.queues[session_id].claim_following(turn, job.config.batchTurns - 1)]
+    def _choose(self, session_id: str, held: list[int]) -> list[int]:
+        """The queue's policy call: which held turns (oldest first) get a worker now (logged)."""
+        jobs = [self.jobs[(session_id, t)] for t in held]
+        queue = self.queues[session_id]
+        gone = [job for job in jobs if not job.session.log.index.turn_nodes(job.turn)]
+        for job in gone:  # a checkpoint took it while it was held
+            queue.drop(job.turn)
+            job._stop("skipped: a checkpoint folded the turn while it was held")
+            self._finish(session_id, [job])
+        jobs = [job for job in jobs if job not in gone]
+        if not jobs:
+            return []
+        session, config = jobs[0].session, self._configs[session_id]
+        candidates = [eligibility.TurnFacts(job.turn, job.session.log.tokens(job.session.log.index.turn_nodes(job.turn)),
+                                            job.turn in session.handoffs.requests) for job in jobs]
+        choice = eligibility.choose(candidates, self._session_facts(session, config), config.turns)
+        where = f"session {session_id} turn{'s' if len(jobs) > 1 else ''} {', '.join(str(j.turn) for j in jobs)}"
+        log.info("%s: %s; %s", where, "compressing" if choice.dispatch else "held", choice.reason)
+        for job in jobs:
+            job.held = job.turn not in choice.dispatch
+            job.decided.set()
+        return list(choice.dispatch)
+
+    def _session_facts(self, session: MirroredSession, config: EngineConfig) -> eligibility.SessionFacts:
+        index = session.log.index
+        window = self.window_of(session) if self.window_of is not None else None
+        raw, kept = self._kept.get(session.id, (0, 0))
+        return eligibility.SessionFacts(
+            agent_requests=index.completed_steps(), surface_tokens=session.log.tokens(),
+            threshold_tokens=int(window * config.compaction.thresholdRatio) if window else None,
+            keep_ratio=kept / raw if raw else None)
+
+    async def _run(self, session_id: str, turns: list[int]) -> None:
+        """The queue's runner: returns when every turn of the batch is ready; landings wait in `jobs`.
+
+        One worker reads and rewrites the batch's turns together, once (D-008); each still
+        lands, and is reported, on its own."""
+        job, *batch = [self.jobs[(session_id, t)] for t in turns]
         try:
             await job.run(batch)
         finally:
-            for done in (job, *batch):
-                self.workers.remove(done.job_id)
-                if self.hints is not None:
-                    self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
-                key = (session_id, done.turn)
-                if done.done and self.jobs.get(key) is done:  # nothing waits to land (skipped, no-op, gave up)
-                    del self.jobs[key]
-                if not done.finished:
-                    self.queues[session_id].forget(done.turn)  # a later recovery may retry it
+            self._finish(session_id, [job, *batch])
+
+    def _finish(self, session_id: str, jobs: Iterable[TurnJob]) -> None:
+        """Jobs that stopped compressing: forget what nothing waits for any more."""
+        for done in jobs:
+            self.workers.remove(done.job_id)
+            if self.hints is not None:
+                self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
+            key = (session_id, done.turn)
+            if done.done and self.jobs.get(key) is done:  # nothing waits to land (skipped, no-op, gave up)
+                del self.jobs[key]
+            if not done.finished and session_id in self.queues:
+                self.queues[session_id].forget(done.turn)  # a later recovery may retry it
+
+    def note_landing(self, job: TurnJob) -> None:
+        """A rewrite landed: what it kept tells the policy what this session's rewrites keep."""
+        if job.editor is None or not job.tokens or not job.editor.changed:
+            return
+        kept = sum(-(-len(node.text) // 4) for node in job.editor.nodes)
+        raw, before = self._kept.get(job.session.id, (0, 0))
+        self._kept[job.session.id] = (raw + job.tokens, before + kept)
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.
@@ -127,13 +206,13 @@ class TurnService:
         `at_request`).
         """
         previous = self.jobs.get((session.id, turn - 1))
-        if config.turns.landingBarrier and step == 1 and previous is not None and not previous.ready.is_set():
+        if config.turns.landingBarrier and step == 1 and previous is not None and not previous.ready.is_set() \
+                and not previous.held:
             started = time.monotonic()
-            try:
-                await asyncio.wait_for(previous.ready.wait(), config.turns.landingWaitS)
+            if await previous.ready_unless_held(config.turns.landingWaitS):
                 log.info("session %s turn %d step 1: waited %d ms for turn %d's compression (landing barrier)",
                          session.id, turn, (time.monotonic() - started) * 1000, previous.turn)
-            except asyncio.TimeoutError:
+            elif not previous.held:
                 log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
                          previous.turn, config.turns.landingWaitS, turn)
         # 0.2 reloads assistant nodes only inside a step the agent loop opened, and the turn just
@@ -151,12 +230,13 @@ class TurnService:
         """Land every ready compression of a turn before `open_turn`, oldest first.
 
         Stops at the first earlier turn that is still queued or compressing: landings stay
-        in turn order. With `defer_previous`, the turn right before `open_turn` is left for
-        the step's request (returns True when it was).
+        in turn order (a held turn blocks nothing: it waits for later turns, not for a worker).
+        With `defer_previous`, the turn right before `open_turn` is left for the step's
+        request (returns True when it was).
         """
         for key in sorted(k for k in self.jobs if k[0] == session.id and k[1] < open_turn):
             job = self.jobs.get(key)
-            if job is None:
+            if job is None or job.held:
                 continue
             if not job.ready.is_set():
                 break
@@ -165,15 +245,35 @@ class TurnService:
                     return True
                 if not await job.land_into(open_turn, open_step):
                     break  # it stays ready and lands at a later landing point; later turns wait for it
+                if job.landing == "landed":
+                    self.note_landing(job)
             if job.done:
                 self.jobs.pop(key, None)
         return False
+
+    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
+        """Finished compressions not landed yet whose whole turn lies in `seqs` (a compaction's
+        range): turn -> (its positions, its compressed nodes), for the checkpoint to fold."""
+        inside, out = set(seqs), {}
+        for (sid, turn), job in self.jobs.items():
+            if sid == session.id and job.finished and not job.landed.is_set() and job.editor is not None \
+                    and job.positions and inside.issuperset(job.positions):
+                out[turn] = (tuple(job.positions), [(n.role, n.text) for n in job.editor.nodes])
+        return out
+
+    def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None:
+        """A checkpoint folded these turns' compressed form: nothing of theirs lands any more."""
+        for turn in turns:
+            job = self.jobs.get((session.id, turn))
+            if job is not None and job.finished and not job.landed.is_set():
+                job.fold_into(checkpoint_seq)
+                self.jobs.pop((session.id, turn), None)
 
     @asynccontextmanager
     async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
                               timeout: float) -> AsyncIterator[None]:
         """The session compaction's side of D-005: for as long as it is inside, no queued turn
-        starts compressing; on entry it waits (bounded) for the one in flight, then lands what
+        starts compressing; on entry it waits (bounded) for the ones in flight, then lands what
         is ready into `open_turn` (None: lands nothing), so the range it selects is the surface
         as it will stay. A compression still running after `timeout` goes on; its landing is
         refused later if the checkpoint took its turn."""
@@ -182,29 +282,30 @@ class TurnService:
             yield
             return
         with queue.held():
-            active, started = queue.active, time.monotonic()
-            if active is not None:
+            running, started = queue.running, time.monotonic()
+            if running:
+                turns = ", ".join(map(str, running))
                 if await queue.settled(timeout):
-                    log.info("session %s: compaction waited %d ms for turn %d's compression", session.id,
-                             (time.monotonic() - started) * 1000, active)
+                    log.info("session %s: compaction waited %d ms for the compression of turn(s) %s", session.id,
+                             (time.monotonic() - started) * 1000, turns)
                 else:
-                    log.warning("session %s: turn %d still compressing after %.0fs; the compaction goes on without "
-                                "it", session.id, active, timeout)
+                    log.warning("session %s: turn(s) %s still compressing after %.0fs; the compaction goes on without "
+                                "them", session.id, turns, timeout)
             if open_turn is not None:
                 await self.land_ready(session, open_turn)
             yield
 
     def close(self) -> list["asyncio.Task[None]"]:
-        """Cancel every drain and pending-marker task for good; returns them to await."""
-        tasks = [t for t in (queue.cancel() for queue in self.queues.values()) if t is not None]
-        # a running job's batch left `_to_run` when it was claimed: its markers may still be pending
-        for job in {id(j): j for j in (*self._to_run.values(), *self.jobs.values())}.values():
+        """Cancel every scheduler, job and pending-marker task for good; returns them to await."""
+        tasks = [t for queue in self.queues.values() for t in queue.cancel()]
+        for job in self.jobs.values():
             if job.marking is not None and not job.marking.done():
                 job.marking.cancel()
                 tasks.append(job.marking)
         return tasks
 
     async def drained(self, session_id: str, timeout: float | None = None) -> bool:
-        """Wait until no turn of the session is queued or compressing (landings may still wait)."""
+        """Wait until no turn of the session is queued or compressing (landings may still wait;
+        held turns wait for later turns)."""
         queue = self.queues.get(session_id)
         return True if queue is None else await queue.drained(timeout)

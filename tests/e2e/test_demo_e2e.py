@@ -33,15 +33,18 @@ def test_the_demo_shows_the_feature_and_agrees_with_inspect(tmp_path, host_runti
         assert f"{after['nodes']:>2} msgs ~{after['tokens']:>5,} tok" in text, turn
 
     states = {t["turn"]: t["state"] for t in inspected["turns"]}
-    assert states[1] == "compressed" and states[2] == "no-op", states  # the big turn, and a small one left as is
-    assert "pending" not in states.values() and "open" not in states.values(), states
+    # the big turn at once; the small ones held until together they are worth a worker (turns.policy=size):
+    # how many join one depends on where the host put its runtime snapshots (rc8), so only the ends are fixed
+    assert states[1] == "compressed" and states[7] == "pending" and "open" not in states.values(), states
+    assert "turns.policy=size: by default a session this short runs no worker" in text
+    assert "held, raw: below turns.minTurnTokens (600 tok)" in text
     (checkpoint,) = inspected["checkpoints"]
-    assert checkpoint["shadowed"]["turns"] == [1, 4] and checkpoint["tokens"] < checkpoint["shadowed"]["tokens"] / 2
+    assert checkpoint["shadowed"]["turns"] == [1, 4] and checkpoint["tokens"] < checkpoint["shadowed"]["tokens"] * 0.8
     assert "/compact folded turns 1-4" in text and "turn 1 before (5 msgs" in text
 
     # per-turn requests and cost; what the model sees against the raw log; how to leave
     by_turn = summary["requests"]["by_turn"]
-    assert by_turn["1"]["worker_requests"] >= 1 and by_turn["2"]["worker_requests"] == 0
+    assert by_turn["1"]["worker_requests"] >= 1 and by_turn["7"]["worker_requests"] == 0
     assert by_turn["/compact"]["worker_requests"] >= 1 and summary["requests"]["total_usd"] > 0
     assert f"the model now sees {inspected['surface']['nodes']} messages" in text
     assert f"remove it with:  rm -rf {home}" in text

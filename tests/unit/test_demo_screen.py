@@ -27,12 +27,13 @@ def turn(n: int, state: str, before: tuple[int, int], after: tuple[int, int], fo
 @pytest.mark.parametrize("t, text", [
     (turn(1, "compressed", (5, 1125), (2, 75), folded=118),
      "compressed by a worker; the original stays in the log; then folded into the checkpoint"),
-    (turn(2, "no-op", (3, 285), (3, 285)),
-     "left as is: below turns.minTurnTokens (600 tok), a worker would cost more than it saves"),
+    (turn(2, "pending", (3, 285), (3, 285)),
+     "held, raw: below turns.minTurnTokens (600 tok) a worker would cost more than it saves; it waits for later "
+     "turns to join it"),
     (turn(3, "no-op", (9, 2400), (9, 2400)), "left as is: its worker found nothing to shorten"),
-    (turn(4, "no-op", (2, 28), (3, 152)),
-     "left as is: below turns.minTurnTokens (600 tok), a worker would cost more than it saves; +1 msg: DSH's "
-     "runtime-context snapshot, restated here when the turn before it landed"),
+    (turn(4, "pending", (2, 28), (3, 152)),
+     "held, raw: below turns.minTurnTokens (600 tok) a worker would cost more than it saves; it waits for later "
+     "turns to join it; +1 msg: DSH's runtime-context snapshot, restated here when the turn before it landed"),
     (turn(5, "pending", (5, 900), (5, 900)),
      "pending: DSH exited before its compression landed; it lands when the session resumes"),
     (turn(6, "open", (1, 20), (1, 20)), "open: the turn did not finish"),

@@ -92,10 +92,14 @@ def run_demo(args: argparse.Namespace) -> int:
         turns = sum(1 for t in TASKS if not t.startswith("/"))
         out.say(f"[2/3] ran a {turns}-turn chat with /compact in one DSH session; after each turn a worker may rewrite "
                 "it. The demo sets")
-        out.say("      turns.landingBarrier, so each turn's first request waits for the previous turn's compression "
-                "(by default nothing waits)")
+        out.say("      turns.policy=size: by default a session this short runs no worker, since a rewrite would not "
+                "pay for itself")
+        out.say("      in so few requests (README \"What it costs\"); and turns.landingBarrier, so each turn's first "
+                "request waits")
+        out.say("      for the previous turn's compression (by default nothing waits)")
         run = home.run(TASKS, timeout=args.timeout,
-                       engine_overrides={"engine": {"logFile": str(engine_log)}, "turns": {"landingBarrier": True}})
+                       engine_overrides={"engine": {"logFile": str(engine_log)},
+                                         "turns": {"landingBarrier": True, "policy": "size"}})
         for line in screen.answers_lines(run.records):
             out.detail(line)
         if run.returncode != 0:

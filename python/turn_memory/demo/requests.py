@@ -3,7 +3,8 @@
 Every request the scripted model received is priced in arrival order against one shared
 prefix cache (`devtools.price_model`: DeepSeek's list prices, 4 characters per token), then
 summed per turn: the agent's own requests (matched by the turn's user message) and the
-requests of that turn's compression worker (its task names the turn); `/compact`'s workers
+requests of that turn's compression worker (its task names the turn; a batch's, its first
+turn); `/compact`'s workers
 count on their own. A scripted worker decides how much a turn shrinks, so these are the
 demo's figures, not a forecast of a real provider's bill.
 """
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from turn_memory.devtools.fake_model import FakeRequest
 from turn_memory.devtools.price_model import Request, canonical_text, output_tokens, price
 
-_TURN_TASK = re.compile(r"Current nodes of turn (\d+)")
+#: a batch's task names its turns ("turns 2, 3 and 4"): its requests count on the first
+_TURN_TASK = re.compile(r"Current nodes of turns? (\d+)")
 COMPACT = "/compact"
 
 

@@ -48,8 +48,10 @@ def state_text(turn: Mapping[str, Any], min_turn_tokens: int) -> str:
     if state == "compressed":
         text = "compressed by a worker; the original stays in the log"
     elif state == "no-op":
-        text = (f"left as is: below turns.minTurnTokens ({min_turn_tokens} tok), a worker would cost more than it "
-                "saves" if before["tokens"] < min_turn_tokens else "left as is: its worker found nothing to shorten")
+        text = "left as is: its worker found nothing to shorten"
+    elif state == "pending" and before["tokens"] < min_turn_tokens:
+        text = (f"held, raw: below turns.minTurnTokens ({min_turn_tokens} tok) a worker would cost more than it "
+                "saves; it waits for later turns to join it")
     elif state == "pending":
         text = "pending: DSH exited before its compression landed; it lands when the session resumes"
     elif state == "open":

@@ -44,11 +44,12 @@ def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli
     (scenario,) = result["scenarios"]
     stock, memory = engines(scenario)
     assert stock["problems"] == [] and memory["problems"] == []
-    # the replay went through DSH: stock summarized once at /compact, turn-memory compressed turns and folded them
+    # the replay went through DSH: stock summarized once at /compact; turn-memory's default policy held every turn of
+    # this short session (no rewrite would pay for itself in so few requests) and /compact folded them
     assert stock["memory_requests"] == {"summary": 1}
-    assert memory["memory_requests"] == {"session-worker": 2, "turn-worker": 8}
+    assert memory["memory_requests"] == {"session-worker": 2}
     assert stock["compact"]["kind"] == memory["compact"]["kind"] == "success"
-    assert memory["protocol"]["landed"] == memory["protocol"]["attempted"] == 4
+    assert memory["protocol"]["landed"] == memory["protocol"]["attempted"] == 0
     assert memory["protocol"]["refusals"] == {}  # the worker kept the screenshot's image marker
     # scripted answerer and judge: exact scores; every planted fact is in the log, found by search
     assert (stock["facts"]["on_surface"], memory["facts"]["on_surface"]) == (6, 4)

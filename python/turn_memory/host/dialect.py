@@ -19,6 +19,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from turn_memory.host.json_values import is_seq
 from turn_memory.host.known_events import KNOWN_EVENT_TYPES_RC8, KNOWN_EVENT_TYPES_V02
 
 DialectName = Literal["rc8", "v02"]
@@ -162,7 +163,7 @@ class Dialect:
         if not isinstance(op, dict) or set(op) != {"op", *self.replace_keys} or op.get("op") != "replace":
             return None
         a, b = (op[k] for k in self.replace_keys)
-        if not (_is_seq(a) and _is_seq(b)):
+        if not (is_seq(a) and is_seq(b)):
             return None
         return a, b
 
@@ -261,10 +262,6 @@ class Dialect:
         else:
             out["content"][0]["content"] = blocks
         return out
-
-
-def _is_seq(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53 - 1
 
 
 RC8 = Dialect(

@@ -20,27 +20,11 @@ from typing import Any
 
 from turn_memory.host import format_v4
 from turn_memory.host.dialect import Dialect
+from turn_memory.host.json_values import is_nonempty_str, is_safe_int, is_seq
 from turn_memory.host.violation import Violation
-
-__all__ = ["Violation"]
-
-MAX_SAFE_INTEGER = 2**53 - 1
 
 #: envelope keys a stored event may carry; anything else makes the log unreadable
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
-
-
-def is_safe_int(value: Any) -> bool:
-    # bool is an int subclass in Python but a distinct JSON type
-    return isinstance(value, int) and not isinstance(value, bool) and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-
-
-def is_seq(value: Any) -> bool:
-    return is_safe_int(value) and value >= 0
-
-
-def is_nonempty_str(value: Any) -> bool:
-    return isinstance(value, str) and value != ""
 
 
 # -- append-time -------------------------------------------------------------------------

@@ -35,8 +35,7 @@ from turn_memory.config import EngineConfig
 from turn_memory.continuation import texts
 from turn_memory.continuation.reminder import enabled
 from turn_memory.host import handoffs
-from turn_memory.host.dialect import Dialect
-from turn_memory.host.markers import PLUGIN
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect
 from turn_memory.runtime.interfaces import TurnJobs
 from turn_memory.runtime.mirror import MirroredSession
 
@@ -44,7 +43,7 @@ log = logging.getLogger("turn_memory.continuation")
 
 
 def followup_source(dialect: Dialect, request_id: str) -> dict[str, str]:
-    return dialect.plugin_source(PLUGIN, **{handoffs.SOURCE_KEY: request_id})
+    return dialect.plugin_source(OUR_PLUGIN, **{handoffs.SOURCE_KEY: request_id})
 
 
 class FollowupDispatcher:

@@ -13,23 +13,32 @@ append-only log, not the surface. Markers are recognised in both spellings.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
-from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN, Dialect, is_human_source, is_plugin_source
-# recognised in host.turn_index, which keeps the turns with each marker as the log grows
-from turn_memory.host.turn_index import Phase, marker_of
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect, is_human_source, is_plugin_source
 
-__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_host_context_at", "is_own_source", "marker_of",
-           "marker_source"]
+Phase = Literal["pending", "compression"]
 
 
 def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:
-    return dialect.plugin_source(PLUGIN, phase=phase, turn=turn, **extra)
+    return dialect.plugin_source(OUR_PLUGIN, phase=phase, turn=turn, **extra)
+
+
+def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
+    """(phase, turn) when `event` is a user/message carrying a turn-memory marker."""
+    if event.get("type") != "user/message":
+        return None
+    source = (event.get("data") or {}).get("source") or {}
+    if is_own_source(source):
+        phase, turn = source.get("phase"), source.get("turn")
+        if phase in ("pending", "compression") and isinstance(turn, int) and not isinstance(turn, bool):
+            return phase, turn
+    return None
 
 
 def is_own_source(source: Any) -> bool:
     """A source naming turn-memory, in either host's spelling."""
-    return is_plugin_source(source, PLUGIN)
+    return is_plugin_source(source, OUR_PLUGIN)
 
 
 #: the source key naming the hand-off an automatic continuation follow-up carries (D-013)

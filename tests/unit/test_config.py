@@ -11,18 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from turn_memory.config import (
-    TABLE_END,
-    TABLE_START,
-    ConfigError,
-    EngineConfig,
-    ShimConfig,
-    check_config,
-    config_keys,
-    config_problems,
-    format_default,
-    markdown_table,
-)
+from turn_memory.config import ConfigError, EngineConfig, ShimConfig, check_config, config_keys, config_problems
+from turn_memory.config_command import TABLE_END, TABLE_START, format_default, markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

@@ -27,8 +27,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("features", {"turns", "compaction", "history", "continuation", "hints"}),
     ("composition", {"catalog"}),
     ("engine", {"engine"}),
-    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "cli_output", "demo", "eval", "serve",
-               "__main__"}),
+    ("tools", {"logs", "inspection", "install", "doctor", "devtools", "cli", "cli_output", "config_command", "demo",
+               "eval", "serve", "__main__"}),
 ]
 #: ranks whose units may import each other (still without a cycle)
 OPEN_RANKS = {"tools"}

@@ -78,12 +78,10 @@ def test_valid_configs_pass():
                             "turns": {"enabled": False}, "compaction": {"method": "summary"}}) == []
 
 
-def test_the_shim_defaults_are_the_models(dsh_runtime):
+def test_the_shim_defaults_are_the_models(node):
     """shim-js/lib/defaults.js is the shim's copy of the `engine` section's defaults."""
-    if not Path(dsh_runtime.node).exists():
-        pytest.skip("no node in the cached runtime")
     script = f"import({json.dumps(SHIM_DEFAULTS.as_uri())}).then((m) => console.log(JSON.stringify(m.ENGINE_DEFAULTS)))"
-    out = subprocess.run([str(dsh_runtime.node), "--input-type=module", "-e", script], capture_output=True, text=True,
+    out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     model = {k: v for k, v in ShimConfig().model_dump().items() if v is not None}
     assert json.loads(out) == model

@@ -361,13 +361,6 @@ def _cases() -> dict[str, Case]:
 CASES = _cases()
 
 
-@pytest.fixture(scope="module")
-def node(dsh_runtime: Any) -> str:
-    if not Path(dsh_runtime.node).exists():
-        pytest.skip("no Node 22 (the cached DSH runtime is not installed)")
-    return str(dsh_runtime.node)
-
-
 def _run(node: str, modules: Path, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     run = subprocess.run([node, str(SCRIPT), str(modules)], input=json.dumps(batch), capture_output=True, text=True,
                          timeout=300, check=True)

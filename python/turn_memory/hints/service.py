@@ -71,8 +71,9 @@ class HintService:
     def start_missing(self, session: MirroredSession, turn: int, port: HostPort,
                       config: ThoughtHintsConfig) -> list[ReasoningBlock]:
         """Start hints for the turn's long durable blocks not started yet; returns those blocks."""
-        log_ = session.log
-        blocks = long_blocks(durable_blocks(log_.events, turn, log_.index.turn_span(turn)), config.minimumChars)
+        session_log = session.log
+        durable = durable_blocks(session_log.events, turn, session_log.index.turn_span(turn))
+        blocks = long_blocks(durable, config.minimumChars)
         for block in blocks:
             self.start(session, block, port, config, "from the durable message")
         return blocks

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turn_memory.host.dialect import Dialect, is_runtime_context
-from turn_memory.host.markers import CONTINUATION, Phase, marker_source
+from turn_memory.host.markers import CONTINUATION_KEY, Phase, marker_source
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.land import Plan
@@ -99,7 +99,7 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
     event = log.events[first_seq]
     message = copy.deepcopy(event["data"])
     # a marker copy of an automatic continuation stays host context, not human words (D-013)
-    carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION}
+    carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION_KEY}
     message.update(id=_uuid(), source=marker_source(log.dialect, "pending", turn, **carried))
     sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})
     return Plan([{"type": "user/message", "data": message, "surfaceOp": log.dialect.replace_op(first_seq, first_seq),
@@ -178,7 +178,7 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
     if dialect.assistant_may_replace:
         events, shadowed = _in_place(log, editor, positions, ctx)
     else:
-        events, shadowed = _v02(log, editor, positions, ctx)
+        events, shadowed = _assistants_appended(log, editor, positions, ctx)
     events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
     return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})",
                 kind="turn-landing")
@@ -222,8 +222,11 @@ def _tool_rewrite(log: SessionLog, editor: TurnNodeEditor, node: WorkingNode, po
     return {"type": "tool/result", "data": data, **surface}
 
 
-def _v02(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
-         ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
+def _assistants_appended(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
+                         ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
+    """A host where an assistant/message can only be appended: in place when only user and tool
+    nodes changed, else the turn's head replaces the whole turn and the rest is appended, else
+    one user checkpoint stands for the turn."""
     dialect = log.dialect
     nodes = editor.nodes
     # mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type; a

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import host_problems, reload, text_of
 from turn_memory.continuation.state import SECTION
-from turn_memory.host.handoffs import TOOL
+from turn_memory.host.continuations import TOOL
 from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e

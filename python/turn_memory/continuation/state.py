@@ -4,7 +4,7 @@
   surface; runtime-context snapshots, checkpoints and turn-memory landings are not work.
 - The highest milestone already shown in the open turn is read back from the host's
   durable runtime-context snapshots, which keep each named section's text.
-- Continuation requests and their follow-ups are folded by `host.handoffs`.
+- Continuation requests and their follow-ups are folded by `host.continuations`.
 """
 
 from __future__ import annotations

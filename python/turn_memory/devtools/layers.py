@@ -73,7 +73,7 @@ def module_imports(pkg: Path) -> dict[str, list[tuple[str, int]]]:
                     module = node.module
                 else:
                     continue
-                # `from turn_memory.host import handoffs` names a submodule: it is the target
+                # `from turn_memory.host import continuations` names a submodule: it is the target
                 found += [(f"{module}.{a.name}", node.lineno) for a in node.names]
         out[name] = found
     return out

@@ -41,8 +41,8 @@ def is_own_source(source: Any) -> bool:
     return is_plugin_source(source, OUR_PLUGIN)
 
 
-#: the source key naming the hand-off an automatic continuation follow-up carries (D-013)
-CONTINUATION = "continuation"
+#: the key of an automatic continuation follow-up's message source that names its request
+CONTINUATION_KEY = "continuation"
 
 
 def is_host_context(message: dict[str, Any]) -> bool:
@@ -53,7 +53,7 @@ def is_host_context(message: dict[str, Any]) -> bool:
     if message.get("role") != "user" or not isinstance(source, dict) or not source.get("kind"):
         return False
     if is_own_source(source):
-        return CONTINUATION in source
+        return CONTINUATION_KEY in source
     return not is_human_source(source)
 
 
@@ -66,7 +66,7 @@ def is_host_context_at(events: Sequence[dict[str, Any]], seq: int) -> bool:
     message it cites (`sourceEventSeqs`, what the host records of its origin) is."""
     event = events[seq]
     message = event.get("data") or {}
-    if marker_of(event) is None or CONTINUATION in (message.get("source") or {}):
+    if marker_of(event) is None or CONTINUATION_KEY in (message.get("source") or {}):
         return is_host_context(message)
     cited = [s for s in event.get("sourceEventSeqs") or () if isinstance(s, int) and s < seq
              and events[s]["type"] == "user/message"]

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from turn_memory.host.handoffs import HandoffLedger
+from turn_memory.host.continuations import ContinuationLedger
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import TURN_NODE_TYPES
 
@@ -26,15 +26,15 @@ def turn_nodes(log: SessionLog, turn: int) -> list[int]:
 
 
 def turns_to_recover(log: SessionLog, live_from: int | None = None,
-                     handoffs: HandoffLedger | None = None) -> list[int]:
+                     continuations: ContinuationLedger | None = None) -> list[int]:
     """The turns to redo, from the log's index: O(turns), never a pass over the log.
-    `handoffs`: the session's ledger (folded here from the log when not given)."""
+    `continuations`: the session's ledger (folded here from the log when not given)."""
     index = log.index
-    handoffs = handoffs if handoffs is not None else HandoffLedger.of(log.events)
+    continuations = continuations if continuations is not None else ContinuationLedger.of(log.events)
     completed, landed = index.turn_ends, index.landed
     redo = {t for t in index.pending - landed if t in completed}
     if live_from is not None:
         redo.update(t for t in index.ended_since(live_from) if t not in landed)
-    redo.update(r.turn for r in handoffs.awaiting() if r.turn not in landed)
+    redo.update(r.turn for r in continuations.awaiting() if r.turn not in landed)
     redo.update(t for t in landed if t in completed and index.has_raw_reasoning(t))
     return sorted(redo)

@@ -67,7 +67,7 @@ class TurnService:
                 if sid == session.id and not job.done:
                     job.rebind(session, port(), results)
             live_from = session.meta.liveFrom if session.meta is not None else None
-            redo = turns_to_recover(session.log, live_from, session.handoffs)
+            redo = turns_to_recover(session.log, live_from, session.continuations)
             for turn in redo:
                 if self._enqueue(session, turn, port, config, results):
                     log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
@@ -148,7 +148,7 @@ class TurnService:
             return []
         session, config = jobs[0].session, self._configs[session_id]
         candidates = [eligibility.TurnFacts(job.turn, job.session.log.tokens(job.session.log.index.turn_nodes(job.turn)),
-                                            job.turn in session.handoffs.requests) for job in jobs]
+                                            job.turn in session.continuations.requests) for job in jobs]
         choice = eligibility.choose(candidates, self._session_facts(session, config), config.turns)
         where = f"session {session_id} turn{'s' if len(jobs) > 1 else ''} {', '.join(str(j.turn) for j in jobs)}"
         log.info("%s: %s; %s", where, "compressing" if choice.dispatch else "held", choice.reason)

@@ -41,7 +41,8 @@ from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
-from turn_memory.host.dialect import Dialect, dialect_for_host
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import dialect_for_host
 from turn_memory.prompts import PromptError
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.runtime.public_tools import PublicCall, PublicTools

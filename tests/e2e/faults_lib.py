@@ -31,7 +31,7 @@ from typing import Any, Callable
 from helpers import text_of
 from turn_memory.devtools.dsh_home import DshHome, RunResult
 from turn_memory.devtools.fake_model import FakeModel, FakeRequest
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes

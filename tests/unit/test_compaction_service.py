@@ -18,7 +18,7 @@ from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.compaction.policy import Pressure
 from turn_memory.compaction.service import RETRY_GROWTH, CompactionService, surface_prices
 from turn_memory.config import EngineConfig
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.tokens import estimate_message
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")

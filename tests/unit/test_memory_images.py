@@ -17,7 +17,7 @@ from turn_memory.catalog import public_tools, worker_tools
 from turn_memory.compaction.manual import compact_now
 from turn_memory.config import EngineConfig
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.images import ImageRef, marker_ref, markers_in
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.public_tools import PublicCall, PublicTools

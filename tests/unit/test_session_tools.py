@@ -18,7 +18,7 @@ from turn_memory.compaction.segments import Segment
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, source_label
 from turn_memory.config import CompactionConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.tools import preview as _preview
 
 FOLD_P1 = {"expected_revision": 0, "from": "P1", "nodes": [

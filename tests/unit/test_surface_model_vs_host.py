@@ -26,7 +26,7 @@ from surface_builders import (
     span,
     user_message,
 )
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog, SurfaceError
 
 Event = dict[str, Any]

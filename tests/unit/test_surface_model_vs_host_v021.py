@@ -41,8 +41,7 @@ from surface_builders import (
 )
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.selection import Selection, select_manual_range
-from turn_memory.host.dialect import V02
-from turn_memory.host.known_events import KNOWN_EVENT_TYPES_V02
+from turn_memory.host.dialects import V02
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.prompts import read_prompt
 from turn_memory.runtime.land import Plan
@@ -389,7 +388,7 @@ def _verdict(fn: Callable[[], Any]) -> tuple[bool, str]:
 
 def test_known_event_types_are_the_hosts(node: str, dsh_v021_modules: Path) -> None:
     (constants,) = _run(node, dsh_v021_modules, [{"mode": "constants"}])
-    assert sorted(KNOWN_EVENT_TYPES_V02) == constants["knownEventTypes"]
+    assert sorted(V02.known_event_types) == constants["knownEventTypes"]
 
 
 @pytest.mark.parametrize("world", ["CLOSED", "PENDING", "REAL", "PRESTEP", "INSTEP"])

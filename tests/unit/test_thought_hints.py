@@ -19,7 +19,7 @@ from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.hints.client import DshLlmHints, EndpointHints, HintFailed, make_client
 from turn_memory.hints.detect import durable_blocks, live_block, long_blocks, open_turn_blocks
 from turn_memory.hints.service import HintService
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.reasoning import Hint, ReasoningBlock, hints_text
 from turn_memory.prompts import render_prompt

@@ -19,7 +19,7 @@ from turn_memory.continuation import state, texts
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
 from turn_memory.host import continuations
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import is_host_context, marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.public_tools import PublicCall, PublicTools

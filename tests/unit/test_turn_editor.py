@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.prompt import worker_tool_specs
 from turn_memory.turns.nodes import original_nodes

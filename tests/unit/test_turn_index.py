@@ -12,7 +12,7 @@ import pytest
 
 from turn_builders import Shape, completed_turn_log
 from turn_memory.devtools.synthetic_log import write_synthetic_log
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.continuations import ContinuationLedger, awaiting_followup
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog

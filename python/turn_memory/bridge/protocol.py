@@ -42,7 +42,7 @@ class HostFacts(_Model):
     """What the shim found the host's own code to accept (shim-js/lib/host-probe.js)."""
 
     model_config = ConfigDict(extra="ignore")
-    #: dsh-session's SESSION_FORMAT_VERSION (rc.8: 0; 0.2.1: 4)
+    #: dsh-session's SESSION_FORMAT_VERSION (each dialect names its own)
     sessionFormatVersion: int | None = None
     #: replace-op key pairs a scratch session accepted, e.g. ["startSeq/endSeq"]; or the probe's error
     replaceKeys: list[str] | dict[str, Any] = Field(default_factory=list)
@@ -51,8 +51,8 @@ class HostFacts(_Model):
 class HelloParams(_Model):
     protocol: int
     dshVersion: str
-    #: a client that knows its dialect (doctor, tests) may name it; the shim sends `host`
-    dialect: Literal["rc8", "v02"] | None = None
+    #: a client that knows its dialect (doctor, tests) may name it (`host/dialects/`); the shim sends `host`
+    dialect: str | None = None
     host: HostFacts | None = None
     secret: str
     pid: int

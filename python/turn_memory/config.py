@@ -11,8 +11,9 @@
 
 The `engine` section is read by the JS shim before the engine exists (how to start it,
 timeouts); the shim keeps its own copy of those defaults (`shim-js/lib/defaults.js`, tested
-equal to `ShimConfig`) and sends the section along in the handshake, so a typo there is
-reported like any other.
+equal to `ShimConfig`) and sends the section along in the handshake, so a bad value there is
+refused like any other: the shim validates nothing itself (a value it cannot start the
+engine with, it replaces by its default until the engine has named it).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -48,6 +49,15 @@ class ShimConfig(_Section):
         "first restart delay after the engine dies (doubles until a handshake succeeds, max 30 s)"))
     recycleAfterTimeouts: int = Field(3, ge=0, description=(
         "consecutive timeouts after which a hung engine is restarted"))
+
+    @field_validator("startTimeoutMs", "hookTimeoutMs", "manualTimeoutMs", "restartDelayMs", "recycleAfterTimeouts",
+                     mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        # the shim reads these as JavaScript numbers: "100" or true is none to it (pydantic would take them)
+        if isinstance(value, (bool, str)):
+            raise ValueError("must be a whole number")
+        return value
 
 
 class TurnConfig(_Section):

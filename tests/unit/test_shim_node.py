@@ -36,7 +36,8 @@ SUITES = {
     "mirror.test.js": "Mirror",
     "bridge.test.js": "Bridge",
     "engine-process.test.js": "EngineProcess",
-    "config.test.js": "config validation",
+    "config.test.js": "row config",
+    "hooks.test.js": "hooks",
     "public-tools.test.js": "declarations cache",
     "workers.test.js": "Workers.setup",
 }

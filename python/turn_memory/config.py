@@ -61,7 +61,7 @@ class ShimConfig(_Section):
 
 
 class TurnConfig(_Section):
-    """Per-turn compression (design D-007, D-008)."""
+    """Per-turn compression."""
 
     enabled: bool = Field(True, description="compress every completed turn of user sessions")
     workerAttempts: int = Field(3, ge=1, description=(
@@ -109,7 +109,7 @@ class TurnConfig(_Section):
 
 
 class ThoughtHintsConfig(_Section):
-    """One-shot hint requests for long reasoning blocks, read by turn compression (D-014)."""
+    """One-shot hint requests for long reasoning blocks, read by turn compression."""
 
     enabled: bool = Field(True, description=(
         "one-shot hint request per long reasoning block, read by that turn's compression"))
@@ -137,7 +137,7 @@ class ThoughtHintsConfig(_Section):
 
 
 class TurnContinuationConfig(_Section):
-    """Long-turn hand-off (design D-013): milestone reminders and the continuation tool."""
+    """Long-turn continuation: milestone reminders, the continuation tool and its follow-up."""
 
     enabled: bool = Field(True, description=(
         "long-turn reminders, the hand-off tool and its follow-up (needs `turns.enabled`)"))
@@ -146,7 +146,7 @@ class TurnContinuationConfig(_Section):
 
 
 class CompactionConfig(_Section):
-    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery (D-005/6/11)."""
+    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery."""
 
     auto: bool = Field(True, description="automatic compaction at pressure (in the pre-step)")
     thresholdRatio: float = Field(0.8, gt=0, lt=1, description="pressure trigger, share of the routed model's context window")
@@ -185,7 +185,7 @@ class CompactionConfig(_Section):
 
 
 class SessionHistoryConfig(_Section):
-    """The public `read_session_history` tool (design D-017)."""
+    """The public `read_session_history` tool."""
 
     enabled: bool = Field(True, description="offer `read_session_history` to the main agent")
     maxReadChars: int = Field(160000, ge=1000, description=(

@@ -265,7 +265,8 @@ class Engine:
         return session
 
     def _rewrites(self, session: MirroredSession, open_turn: int | Literal["open"] | None, peer: Peer) -> Rewrites:
-        """The session's turn-rewrite barrier for a compaction about to select its range (D-005).
+        """The session's turn-rewrite barrier for a compaction about to select its range: two writers
+        must never rewrite one span.
 
         `open_turn`: the turn whose pre-step lands what is ready first; "open": whichever turn
         is open when the barrier is entered; None: land nothing (the range must not move).

@@ -201,7 +201,7 @@ def account(case: Case, covers: list[str], sessions: dict[str, str] | None = Non
         markers[label] = counts
         surface = SessionLog(home.dialect, events)
         # a turn a session checkpoint took before its compression landed is settled too: its
-        # landing is refused by design (D-005), the checkpoint carries it
+        # landing is refused (a checkpoint took its turn), the checkpoint carries it
         folded[label] = [t for t in ended if counts.get(t, 0) == 0 and not turn_nodes(surface, t)]
         land[label] = (must_land or {}).get(label, ended[:-1])
         problems += [f"{label} {p}" for p in _reload_problems(home, events)]

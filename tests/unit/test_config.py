@@ -202,7 +202,7 @@ def test_config_reads_in_a_terminal_with_the_unit_rule(capsys):
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 120  # no 300-column table rows
     assert "Times: keys of the `engine` section end in `Ms` (milliseconds" in out.replace("\n", " ")
-    assert "\nturns: Per-turn compression (design D-007, D-008).\n  turns.enabled = true\n      compress every " \
+    assert "\nturns: Per-turn compression.\n  turns.enabled = true\n      compress every " \
            "completed turn of user sessions\n" in out
     # the rule holds for every key: Ms only in the shim's section, S elsewhere
     for key in config_keys():

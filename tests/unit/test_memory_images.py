@@ -1,4 +1,4 @@
-"""Lazy images (design D-010): canonical markers, what a worker may do with them, and
+"""Lazy images: canonical markers, what a worker may do with them, and
 read_memory_image for the main agent and inside worker scopes."""
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def state(tools: SessionTools):
 
 def test_tool_specs_name_six_tools_with_descriptions_and_strict_schemas():
     specs = {s["name"]: s for s in worker_tool_specs()}
-    # the six editor tools, then read_memory_image which every worker scope also carries (D-010)
+    # the six editor tools, then read_memory_image which every worker scope also carries
     assert tuple(specs) == (*TOOL_NAMES, "read_memory_image") and len(TOOL_NAMES) == 6
     assert all(s["description"] and s["parameters"]["additionalProperties"] is False for s in specs.values())
     assert specs["replace_session_memory"]["parameters"]["required"] == ["expected_revision", "from", "nodes"]

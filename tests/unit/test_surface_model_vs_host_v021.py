@@ -3,7 +3,7 @@
 Every case is a stored log (`seed`, ending in session/end-seed, so the host adds no marker of
 its own), what the host appends before the plan (`live`: the next turn's turn/start, maybe
 the loop's step/start), the plan, and what the agent loop appends right after it (`after`).
-The plans are the ones the engine makes (pending marker, the D-019 landing modes, no-op
+The plans are the ones the engine makes (pending marker, the four landing modes, no-op
 marker, tool-result rewrite, the checkpoint transaction of `compaction/transaction.py`) plus
 hand-made ones covering every refusal class of the host. The host judges each case in one
 node run (`v021_host_verdicts.mjs`):

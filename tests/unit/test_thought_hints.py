@@ -1,4 +1,4 @@
-"""Thought hints (D-014): which blocks get one, when, at most once; what the request holds; how
+"""Thought hints: which blocks get one, when, at most once; what the request holds; how
 the turn's compression waits for them; and that a failed, slow or empty hint changes nothing
 but the missing prompt section."""
 

@@ -1,4 +1,4 @@
-"""Long-turn hand-off (D-013) against the in-memory host: counting, the once-per-milestone
+"""Long-turn continuation against the in-memory host: counting, the once-per-milestone
 reminder, the continuation tool, and the one automatic follow-up after the turn's compression."""
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def land_plan(log: SessionLog, plan) -> None:
 
 
 def request_turn(log: SessionLog, turn: int) -> None:
-    """A completed turn that ends with a successful hand-off call (D-013)."""
+    """A completed turn that ends with a successful continuation call."""
     def add(kind, data, **surface):
         log.append({"type": kind, "seq": len(log), "time": 1, "data": data, **surface})
 

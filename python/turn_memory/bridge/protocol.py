@@ -88,7 +88,7 @@ class HelloResult(_Model):
     dialect: str = ""
     #: event types whose data the shim may leave out of the mirror (the engine never reads it)
     elide: list[str] = Field(default_factory=list)
-    #: the few events of those types the engine does read (a long thought's block-end, D-014)
+    #: the few events of those types the engine does read (a long thought's block-end: thought hints)
     elideExcept: list[ElideExcept] = Field(default_factory=list)
     #: do not mirror subagent sessions (the engine only works on user sessions)
     skipSubagents: bool = True
@@ -108,7 +108,7 @@ class HelloResult(_Model):
     #: the class of the engine's asyncio loop (`turn-memory doctor` reports it; the shim ignores it)
     eventLoop: str | None = None
     #: runtime-context sections a worker scope shadows: the host keeps them under its
-    #: suppressor, and a worker's request carries no runtime context (D-018)
+    #: suppressor, and a worker's request carries no runtime context (docs/decisions.md#workers-are-isolated)
     workerShadowContexts: list[str] = Field(default_factory=list)
     #: the host projects the snapshot inside the step at the pre-step's snapshot slot (0.2.1):
     #: a worker keeps that slot ahead of its task instead of dropping it, so the task is last

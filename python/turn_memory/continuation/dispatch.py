@@ -1,4 +1,4 @@
-"""The automatic follow-up turn after a hand-off (design D-013).
+"""The automatic follow-up turn after a hand-off.
 
 For each continuation request in the log that still awaits its follow-up (checked on every
 `turn/end` and on every full resync, so after any restart too), once:

@@ -1,4 +1,4 @@
-"""What the append-only log says about long-turn hand-offs (design D-013). Pure.
+"""What the append-only log says about long-turn continuation. Pure.
 
 - The open turn's work is counted in its append-origin model-visible nodes still on the
   surface; runtime-context snapshots, checkpoints and turn-memory landings are not work.

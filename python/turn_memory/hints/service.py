@@ -4,7 +4,8 @@ Started live when the host's stream closes a long reasoning block, and otherwise
 turn's durable assistant messages (at turn end, or when a job starts after a restart). A
 block is requested at most once while its turn is pending; the job takes the turn's hints
 (waiting, bounded) and they are dropped with the job. A failed, slow or empty hint is
-logged and simply missing: the raw reasoning stays the worker's full source (D-014).
+logged and simply missing: the raw reasoning stays the worker's full source
+(docs/decisions.md#long-thoughts-get-hints).
 """
 
 from __future__ import annotations

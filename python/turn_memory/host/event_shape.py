@@ -9,7 +9,7 @@ Two kinds live here:
   them too (dsh-hosts.md "Reload traps").
 
 Each check returns a `Violation` (rule id, human text) or None; callers add the context.
-rc8 rules were written from the survey and the rc8 behaviour; v02 rules follow
+rc8 rules were written from `@deepseek-ai/dsh-session@0.1.0-rc.8` and its observed behaviour; v02 rules follow
 `@deepseek-ai/dsh-session@0.2.1-rc.2` lib/index.js (cited per check).
 """
 

@@ -1,4 +1,5 @@
-"""Turn a validated working surface into one append plan (design D-001, D-003, D-008, D-019).
+"""Turn a validated working surface into one append plan
+(docs/decisions.md#a-finished-turn-is-rewritten-into-fewer-nodes).
 
 Pure. The plan is host-shaped through the dialect and is validated by the surface model
 before it is sent. Landing happens in a pre-step of a later turn (the first one after the
@@ -8,7 +9,8 @@ turn need not be the surface tail any more.
 - 0.1.0-rc.8 (assistant/message may replace): the pure N→M replacement in place — one
   replacement per changed node over its landing slice, citing its semantic sources and
   its slice; unchanged nodes keep their original events.
-- 0.2.x (assistant/message may only be appended): the four modes of D-019, with one
+- 0.2.x (assistant/message may only be appended): the four modes
+  (docs/decisions.md#where-assistants-can-only-be-appended-a-turn-lands-in-one-of-four-ways), with one
   correction from the real 0.2.1 host: mode 3 appends assistant and tool-result nodes,
   which reload only inside a step the agent loop opened (see `Dialect.plugin_steps`); in
   the next turn's pre-step no such step exists, so there mode 3 degrades to mode 4.
@@ -98,7 +100,7 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
     """turn/end: mark the turn pending with an exact-content copy of its first user node."""
     event = log.events[first_seq]
     message = copy.deepcopy(event["data"])
-    # a marker copy of an automatic continuation stays host context, not human words (D-013)
+    # a marker copy of an automatic continuation stays host context, not human words
     carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION_KEY}
     message.update(id=_uuid(), source=marker_source(log.dialect, "pending", turn, **carried))
     sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})

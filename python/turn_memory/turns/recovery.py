@@ -1,10 +1,11 @@
-"""What a completed turn's durable state says about it (design D-008, D-015). Pure.
+"""What a completed turn's durable state says about it (docs/decisions.md#turns-are-recovered-from-the-log).
+Pure.
 
 - Turns with a `pending` marker and no `compression` marker anywhere in the log were cut
   off between turn/end and landing: redo them.
 - A `compression` marker whose turn still shows raw reasoning on the surface is a stale
   no-op from a reasoning-unaware version: redo it too.
-- A turn that ended with a hand-off still awaiting its automatic continuation (D-013) is
+- A turn that ended with a hand-off still awaiting its automatic continuation is
   redone when it has not landed: the follow-up waits for that landing.
 - Marker-free turns are never backfilled: they predate the plugin (or were never ours) —
   except turns that ended after the shim began watching the session in this process

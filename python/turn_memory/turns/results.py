@@ -6,7 +6,8 @@ finished job writes what its landing needs — the editor's working nodes, the t
 positions, and what they were computed on — to
 `$DSH_HOME/turn-memory/results/<session>/<turn>.json` (written whole or not at all), and
 recovery rebuilds the landing from it without a worker. A sidecar, never a session event:
-an event type DSH does not know makes the log unreadable on the next start (survey §3.4, §9).
+an event type DSH does not know makes the log unreadable on the next start
+(docs/decisions.md#only-event-types-the-host-knows).
 
 A record only stands while the surface it replaces is exactly as it was: the same positions
 are the turn's current nodes, and a digest of those events (seqs, types, content, provenance)

@@ -6,10 +6,11 @@ Two kinds live here:
 - reload-time: the event envelope, request-header and message shapes, the known-type gate
   and, on v02, the format v4 row rules (`format_v4`). Live `append` skips these, but
   loading the log later runs them and refuses the whole session, so a landing must satisfy
-  them too (dsh-hosts.md "Reload traps").
+  them too (docs/decisions.md#never-corrupt-or-block-a-session).
 
 Each check returns a `Violation` (rule id, human text) or None; callers add the context.
-rc8 rules were written from `@deepseek-ai/dsh-session@0.1.0-rc.8` and its observed behaviour; v02 rules follow
+rc8 rules were written from `@deepseek-ai/dsh-session@0.1.0-rc.8` and its observed
+behaviour; v02 rules follow
 `@deepseek-ai/dsh-session@0.2.1-rc.2` lib/index.js (cited per check).
 """
 

@@ -79,7 +79,7 @@ export default class TurnMemoryEngine extends CompactionEngine {
       dshVersion: hostVersion(), host, pid: process.pid, checkpointSource,
       // where the engine keeps a finished turn's compression until it lands (a sidecar, never a session event)
       dshHome: process.env.DSH_HOME || join(homedir(), '.dsh'),
-      // the whole row config as given, `engine` included: the engine validates every key (a typo refuses the handshake)
+      // the whole row config (engine defaults filled in, bad values as given): the engine validates every key
       config: row,
     };
     this.bridge = new Bridge({

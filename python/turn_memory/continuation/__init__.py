@@ -1,2 +1,2 @@
-"""Long-turn continuation (docs/decisions.md#a-long-turn-hands-off-and-continues): milestone reminders, the
-continuation tool, follow-ups."""
+"""Long-turn continuation: milestone reminders, the continuation tool, follow-ups
+(docs/decisions.md#a-long-turn-hands-off-and-continues)."""

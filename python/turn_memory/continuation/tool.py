@@ -35,8 +35,8 @@ def handle(call: PublicCall) -> ToolResult:
     interval = call.config.turnContinuation.reminderIntervalNodes
     count = len(state.open_turn_nodes(call.session.log, call.turn))
     if count < interval:
-        raise ToolError(f"this turn is not long yet ({count} of {interval} context nodes); {continuations.TOOL} is only "
-                        "available once a long-turn reminder has appeared — continue working in this turn")
+        raise ToolError(f"this turn is not long yet ({count} of {interval} context nodes); {continuations.TOOL} is "
+                        "only available once a long-turn reminder has appeared — continue working in this turn")
     return ToolResult(texts.accepted(), conclude=True)
 
 

@@ -41,7 +41,8 @@ class MirroredSession:
 
     @property
     def is_user_session(self) -> bool:
-        """User sessions and user lineage forks; not subagents (docs/decisions.md#user-sessions-are-known-by-their-origin)."""
+        """User sessions and user lineage forks; not subagents
+        (docs/decisions.md#user-sessions-are-known-by-their-origin)."""
         meta = self.meta
         return meta is None or (meta.origin != "subagent" and not (meta.delegationDepth or 0) > 0)
 

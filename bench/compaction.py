@@ -51,7 +51,7 @@ from turn_memory.compaction.policy import select_pressure_range  # noqa: E402
 from turn_memory.compaction.segmented import SegmentedJob, render_transcript  # noqa: E402
 from turn_memory.compaction.service import CompactionService, surface_measure, surface_prices  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
-from turn_memory.host.dialect import RC8  # noqa: E402
+from turn_memory.host.dialects import RC8  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.host.tokens import estimate_message  # noqa: E402
 from turn_memory.prompts import read_prompt  # noqa: E402

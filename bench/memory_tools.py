@@ -37,7 +37,7 @@ from session_builders import work_session  # noqa: E402
 from turn_memory.bridge.protocol import AgentOptions  # noqa: E402
 from turn_memory.catalog import public_tools  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
-from turn_memory.host.dialect import RC8  # noqa: E402
+from turn_memory.host.dialects import RC8  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.runtime.mirror import MirroredSession  # noqa: E402
 from turn_memory.runtime.public_tools import PublicCall, PublicTools  # noqa: E402

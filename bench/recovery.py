@@ -47,8 +47,8 @@ from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.continuation.dispatch import FollowupDispatcher  # noqa: E402
 from turn_memory.devtools.synthetic_log import write_synthetic_log  # noqa: E402
 from turn_memory.hints.service import HintService  # noqa: E402
-from turn_memory.host.dialect import RC8  # noqa: E402
-from turn_memory.host.handoffs import awaiting_followup  # noqa: E402
+from turn_memory.host.dialects import RC8  # noqa: E402
+from turn_memory.host.continuations import awaiting_followup  # noqa: E402
 from turn_memory.host.markers import marker_of  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.host.turn_index import TURN_NODE_TYPES, has_reasoning, node_origins  # noqa: E402

@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the turn builders the unit t
 from surface_builders import LogBuilder  # noqa: E402
 from turn_builders import Shape, add_turn  # noqa: E402
 from machine import machine_info  # noqa: E402
-from turn_memory.host.dialect import RC8  # noqa: E402
+from turn_memory.host.dialects import RC8  # noqa: E402
 from turn_memory.host.markers import marker_of  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
 from turn_memory.runtime.land import validate  # noqa: E402

@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +22,12 @@ def dsh_v021_modules():
     from turn_memory.devtools.runtime import ensure_runtime
 
     return ensure_runtime(host="v021").node_modules
+
+
+@pytest.fixture(scope="session")
+def node(dsh_runtime) -> str:
+    """The cached Node 22. It is part of the set-up (`./run test` installs it with the DSH
+    hosts), so a missing one fails the tests that need it; none of them skips."""
+    path = Path(dsh_runtime.node)
+    assert path.is_file(), f"no Node 22 at {path}: the cached DSH runtime is incomplete (`./run test` sets it up)"
+    return str(path)

@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("turn_memory.demo.command", "add_demo_commands"),
     "inspect": ("turn_memory.inspection.command", "add_inspect_commands"),
     "doctor": ("turn_memory.doctor.command", "add_doctor_commands"),
-    "config": ("turn_memory.config", "add_config_commands"),
+    "config": ("turn_memory.config_command", "add_config_commands"),
     "eval": ("turn_memory.eval.command", "add_eval_commands"),
 }
 

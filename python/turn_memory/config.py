@@ -6,27 +6,26 @@
   the bad key and the nearest valid one: `config_problems`);
 * `turn-memory install --set/--config-json` validates against it before writing anything;
 * `turn-memory doctor` runs the handshake with the profile's actual config;
-* the README's configuration table is `markdown_table()` (`turn-memory config --markdown`),
-  and a unit test keeps the two equal.
+* `turn-memory config` (`config_command.py`) lists every key, and writes the README's
+  configuration table from it; a unit test keeps the two equal.
 
 The `engine` section is read by the JS shim before the engine exists (how to start it,
 timeouts); the shim keeps its own copy of those defaults (`shim-js/lib/defaults.js`, tested
-equal to `ShimConfig`) and sends the section along in the handshake, so a typo there is
-reported like any other.
+equal to `ShimConfig`) and sends the section along in the handshake, so a bad value there is
+refused like any other: the shim validates nothing itself (a value it cannot start the
+engine with, it replaces by its default until the engine has named it).
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -51,9 +50,18 @@ class ShimConfig(_Section):
     recycleAfterTimeouts: int = Field(3, ge=0, description=(
         "consecutive timeouts after which a hung engine is restarted"))
 
+    @field_validator("startTimeoutMs", "hookTimeoutMs", "manualTimeoutMs", "restartDelayMs", "recycleAfterTimeouts",
+                     mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        # the shim reads these as JavaScript numbers: "100" or true is none to it (pydantic would take them)
+        if isinstance(value, (bool, str)):
+            raise ValueError("must be a whole number")
+        return value
+
 
 class TurnConfig(_Section):
-    """Per-turn compression (design D-007, D-008)."""
+    """Per-turn compression."""
 
     enabled: bool = Field(True, description="compress every completed turn of user sessions")
     workerAttempts: int = Field(3, ge=1, description=(
@@ -101,7 +109,7 @@ class TurnConfig(_Section):
 
 
 class ThoughtHintsConfig(_Section):
-    """One-shot hint requests for long reasoning blocks, read by turn compression (D-014)."""
+    """One-shot hint requests for long reasoning blocks, read by turn compression."""
 
     enabled: bool = Field(True, description=(
         "one-shot hint request per long reasoning block, read by that turn's compression"))
@@ -129,7 +137,7 @@ class ThoughtHintsConfig(_Section):
 
 
 class TurnContinuationConfig(_Section):
-    """Long-turn hand-off (design D-013): milestone reminders and the continuation tool."""
+    """Long-turn continuation: milestone reminders, the continuation tool and its follow-up."""
 
     enabled: bool = Field(True, description=(
         "long-turn reminders, the hand-off tool and its follow-up (needs `turns.enabled`)"))
@@ -138,7 +146,7 @@ class TurnContinuationConfig(_Section):
 
 
 class CompactionConfig(_Section):
-    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery (D-005/6/11)."""
+    """Session compaction: automatic at pressure, `/compact`, context-overflow recovery."""
 
     auto: bool = Field(True, description="automatic compaction at pressure (in the pre-step)")
     thresholdRatio: float = Field(0.8, gt=0, lt=1, description="pressure trigger, share of the routed model's context window")
@@ -177,7 +185,7 @@ class CompactionConfig(_Section):
 
 
 class SessionHistoryConfig(_Section):
-    """The public `read_session_history` tool (design D-017)."""
+    """The public `read_session_history` tool."""
 
     enabled: bool = Field(True, description="offer `read_session_history` to the main agent")
     maxReadChars: int = Field(160000, ge=1000, description=(
@@ -218,6 +226,12 @@ def config_keys(model: type[BaseModel] = EngineConfig, prefix: str = "") -> Iter
         else:
             assert info.description, f"{prefix}{name} has no description"
             yield Key(prefix + name, info.get_default(call_default_factory=True), info.description)
+
+
+def section_docs() -> dict[str, str]:
+    """Each top-level section and what it is (its model's docstring)."""
+    return {name: (info.annotation.__doc__ or "").strip() for name, info in EngineConfig.model_fields.items()
+            if _is_section(info.annotation)}
 
 
 def _sections(model: type[BaseModel] = EngineConfig, prefix: str = "") -> Iterator[str]:
@@ -327,100 +341,3 @@ def config_fix(problems: list[ConfigProblem], profile: str = "NAME") -> str:
     install = shlex.join(["turn-memory", "install", "--profile", profile, *fix_options(problems)])
     return (f"{edit} in the turn-memory row's config (the profile's cordis.patch.yml), or run `{install}` "
             "(install keeps the row's other keys); `turn-memory config` lists every key")
-
-
-# ---- the README's table -------------------------------------------------------------------
-
-TABLE_START = "<!-- config-table:start (generated by `turn-memory config --markdown`; do not edit) -->"
-TABLE_END = "<!-- config-table:end -->"
-
-
-def format_default(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, list):
-        return "`[" + ", ".join(str(v) for v in value) + "]`"
-    return f"`{value}`"
-
-
-def markdown_table() -> str:
-    lines = ["| key | default | meaning |", "|---|---|---|"]
-    for key in config_keys():
-        lines.append(f"| `{key.name}` | {format_default(key.default)} | {key.description} |")
-    return "\n".join(lines) + "\n"
-
-
-def replace_table(readme: str) -> str:
-    """`readme` with the text between the table markers replaced by the current table."""
-    start, end = readme.index(TABLE_START), readme.index(TABLE_END)
-    return readme[:start] + TABLE_START + "\n" + markdown_table() + readme[end:]
-
-
-# ---- `turn-memory config` ---------------------------------------------------------------
-
-UNIT_RULE = ("times: keys of the `engine` section end in `Ms` (milliseconds: the JS shim reads them, with "
-             "Node's timers); every other key ends in `S` (seconds: the Python engine reads them)")
-CONFIG_SCHEMA = "turn-memory.config/1"
-
-
-def _section_of(key: str) -> str:
-    return key.split(".")[0] if "." in key else ""
-
-
-def terminal_view(width: int = 100) -> str:
-    """Every key grouped by section: `key = default`, its meaning wrapped under it."""
-    import textwrap
-
-    docs = {name: (info.annotation.__doc__ or "").strip() for name, info in EngineConfig.model_fields.items()
-            if _is_section(info.annotation)}
-    lines = ["Every key of the turn-memory row's config, with its default. Set one with",
-             "`turn-memory install --profile NAME --set KEY=VALUE`; a re-install keeps the others.",
-             *textwrap.wrap(UNIT_RULE[0].upper() + UNIT_RULE[1:] + ".", width)]
-    section = None
-    for key in config_keys():
-        here = _section_of(key.name)
-        if here != section:
-            section = here
-            lines += ["", f"{here or 'top level'}: {docs.get(here, 'the engine as a whole')}"]
-        default = "(unset)" if key.default is None else format_default(key.default).strip("`")
-        lines.append(f"  {key.name} = {default}")
-        lines += textwrap.wrap(key.description, width, initial_indent="      ", subsequent_indent="      ")
-    return "\n".join(lines) + "\n"
-
-
-def add_config_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("config", help="list every config key of the turn-memory row, with default and meaning",
-                       description="Every key `turn-memory install --set KEY=VALUE` accepts, its default and what it "
-                                   "does, from the one model the engine, the installer and doctor validate with. "
-                                   + UNIT_RULE + ".",
-                       epilog="exit status: 0; 2 bad usage.")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--markdown", action="store_true", help="print the README's Markdown table")
-    fmt.add_argument("--json", action="store_true",
-                     help=f"print every key with its default and meaning as JSON (schema {CONFIG_SCHEMA})")
-    fmt.add_argument("--write-readme", metavar="README", type=Path,
-                     help="rewrite the table between the config-table markers of this README")
-    p.set_defaults(func=_run_config)
-
-
-def _run_config(args: argparse.Namespace) -> int:
-    if args.json:
-        keys = [{"key": k.name, "default": k.default, "meaning": k.description} for k in config_keys()]
-        print(json.dumps({"schema": CONFIG_SCHEMA, "units": UNIT_RULE, "keys": keys}, indent=2))
-    elif args.write_readme:
-        text = args.write_readme.read_text(encoding="utf-8")
-        args.write_readme.write_text(replace_table(text), encoding="utf-8")
-        print(f"wrote the configuration table into {args.write_readme}")
-    elif args.markdown:
-        print(markdown_table(), end="")
-    else:
-        import shutil
-
-        print(terminal_view(min(shutil.get_terminal_size((100, 24)).columns, 120) - 2), end="")
-    return 0

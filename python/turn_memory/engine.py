@@ -41,7 +41,8 @@ from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.hints.client import warm_up
 from turn_memory.hints.detect import stream_block
 from turn_memory.hints.service import HintService
-from turn_memory.host.dialect import Dialect, dialect_for_host
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import dialect_for_host
 from turn_memory.prompts import PromptError
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
@@ -264,7 +265,8 @@ class Engine:
         return session
 
     def _rewrites(self, session: MirroredSession, open_turn: int | Literal["open"] | None, peer: Peer) -> Rewrites:
-        """The session's turn-rewrite barrier for a compaction about to select its range (D-005).
+        """The session's turn-rewrite barrier for a compaction about to select its range: two writers
+        must never rewrite one span.
 
         `open_turn`: the turn whose pre-step lands what is ready first; "open": whichever turn
         is open when the barrier is entered; None: land nothing (the range must not move).

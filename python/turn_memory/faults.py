@@ -14,13 +14,13 @@ import os
 import time
 from pathlib import Path
 
-#: landing/land.py: every turn landing plan loses the sources of its first replacement — a plan
+#: runtime/land.py: every turn landing plan loses the sources of its first replacement — a plan
 #: the host would refuse (`replace-coverage`); the engine must refuse it before appending
 CORRUPT_TURN_PLAN = "corrupt-turn-plan"
-#: landing/land.py: the host refuses every turn landing when it is applied (nothing is appended)
+#: runtime/land.py: the host refuses every turn landing when it is applied (nothing is appended)
 #: — after the plan validated, so a check ahead of the landing (the follow-up's) still passes
 REFUSE_TURN_LANDING = "refuse-turn-landing"
-#: landing/land.py (one-shot): the first turn landing whose plan validated makes the engine
+#: runtime/land.py (one-shot): the first turn landing whose plan validated makes the engine
 #: `os._exit` before the shim's apply call — killed between validation and apply
 KILL_BEFORE_APPLY = "kill-before-apply"
 #: engine.py (one-shot): the first pre-step of a turn after the first blocks the engine's

@@ -1,4 +1,4 @@
-"""Strict renderer for the Markdown prompts in `prompts/` (design D-004).
+"""Strict renderer for the Markdown prompts in `prompts/` (docs/decisions.md#prompts-are-markdown-files-read-fresh).
 
 Supports exactly `{{name}}` and non-nested `{{#if flag}}…{{/if}}`. Unknown names (also
 inside a block whose flag is off), unknown flags and any leftover `{{…}}` fail the render,
@@ -28,7 +28,7 @@ class PromptError(ValueError):
 def render(template: str, values: Mapping[str, str], flags: Mapping[str, bool] | None = None) -> str:
     flags = flags or {}
     # every placeholder of the template must be known, not only those of the enabled blocks:
-    # a typo in a block that is off now would otherwise surface only when it is on (D-004)
+    # a typo in a block that is off now would otherwise surface only when it is on
     for match in _VAR.finditer(template):
         if match.group(1) not in values:
             raise PromptError(f"unknown placeholder {{{{{match.group(1)}}}}}")

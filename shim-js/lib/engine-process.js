@@ -41,7 +41,8 @@ export class EngineProcess {
   start() {
     if (this.#stopped || this.#child) return;
     const { command, transport, logger } = this.opts;
-    const useTcp = transport === 'tcp' || (transport === 'auto' && process.platform === 'win32');
+    // any value but 'ipc' and 'tcp' acts as 'auto': the engine names a bad one in its handshake
+    const useTcp = transport === 'tcp' || (transport !== 'ipc' && process.platform === 'win32');
     const secret = randomBytes(24).toString('hex');
     let endpoint = 'tcp://127.0.0.1:*';
     if (!useTcp) {

@@ -1,7 +1,7 @@
 // Runs the engine's compression workers: one-shot fork or spawn children of a session's
 // agent, each isolated (its own complete system prompt, no runtime context, no inherited
 // tools) with the engine's tools registered in its scope only, so no other agent ever
-// sees them (design D-009, D-018). Tool calls go to the engine; the engine decides.
+// sees them (docs/decisions.md#workers-are-isolated). Tool calls go to the engine; the engine decides.
 // Facts behind every call here: docs/rc8-workers.md. On 0.2.1 the loop projects the runtime
 // context again inside the step (dsh-agent-loop step()), keeps `required` sections (the working
 // directory) under a suppressor, and a fork's seed retains the parent's snapshot, so the child

@@ -92,7 +92,6 @@ describe('EngineProcess', () => {
     assert.equal(seen.ready[0].endpoint, 'tcp://127.0.0.1:*');
   });
 
-  // (was tests/unit/test_shim_restarts.py + engine_process_restarts.mjs)
   test('an engine that dies before its handshake is restarted with a doubling delay', async (t) => {
     const { proc, seen } = engineProcess(t, 'die');
     proc.start();

@@ -1,4 +1,5 @@
-// Workers.setup: what a compression worker's child scope gets before its first request (D-018):
+// Workers.setup: what a compression worker's child scope gets before its first request
+// (docs/decisions.md#workers-are-isolated):
 // the persona as the one complete section, the runtime context suppressed (and any section the
 // host keeps under a suppressor shadowed), and a first step whose task is the last message.
 import assert from 'node:assert/strict';

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from helpers import text_of
 from turn_memory.devtools.dsh_home import DshHome, RunResult
 from turn_memory.devtools.fake_model import FakeModel, FakeRequest
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
@@ -201,7 +201,7 @@ def account(case: Case, covers: list[str], sessions: dict[str, str] | None = Non
         markers[label] = counts
         surface = SessionLog(home.dialect, events)
         # a turn a session checkpoint took before its compression landed is settled too: its
-        # landing is refused by design (D-005), the checkpoint carries it
+        # landing is refused (a checkpoint took its turn), the checkpoint carries it
         folded[label] = [t for t in ended if counts.get(t, 0) == 0 and not turn_nodes(surface, t)]
         land[label] = (must_land or {}).get(label, ended[:-1])
         problems += [f"{label} {p}" for p in _reload_problems(home, events)]

@@ -69,7 +69,7 @@ WORKER_EDITORS = {"replace_turn_nodes", "replace_session_memory"}
 
 
 def worker_task_problems(requests: list[Any]) -> list[str]:
-    """Every compression worker's provider-side request must end with its task (D-018): no
+    """Every compression worker's provider-side request must end with its task: no
     user text between the task and the worker's first reply, so no runtime context after it.
     Only in-history system updates may follow it there (0.2.1's Messages wire puts a fork's
     persona and tool changes right after the user turn); after the worker's own replies come

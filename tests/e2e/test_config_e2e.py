@@ -83,3 +83,28 @@ def test_a_config_typo_is_named_once_fails_open_and_doctor_and_install_name_the_
                           capture_output=True, text=True, timeout=300)
     found = {f["check"]: f for f in json.loads(proc.stdout)["findings"]}
     assert proc.returncode == 0 and found["profile tm: config"]["status"] == "ok", found
+
+
+def test_a_bad_engine_value_reaches_the_engine_which_names_it_once_and_dsh_runs_without_it(home, fake, tm_cli, tmp_path):
+    """The shim validates nothing: it starts the engine anyway (with the default in place of a
+    value it cannot use) and reports what the engine refused."""
+    engine_log = tmp_path / "engine.log"
+    home.install_turn_memory("--set", "engine.hookTimeoutMs=2500", "--set", f"engine.logFile={engine_log}", cli=tm_cli)
+    patch = home.profile_dir / "cordis.patch.yml"
+    text = patch.read_text()
+    assert text.count("hookTimeoutMs: 2500") == 1, text
+    patch.write_text(text.replace("hookTimeoutMs: 2500", "hookTimeoutMs: fast"))
+
+    for i in range(2):
+        fake.push("turn", f"Answer {i}.")
+    run = home.run([*turn_tasks(1), {"sleepMs": 3000}, "Second question, later."], timeout=90)
+    assert run.returncode == 0, (run.records, run.stderr[-3000:])
+    assert [t["reason"]["kind"] for t in run.tasks()] == ["completed"] * 2  # DSH ran its turns without us
+    output = run.stdout + run.stderr
+    named = [line for line in output.splitlines() if "engine.hookTimeoutMs" in line]
+    assert len(named) == 1, output[-4000:]
+    assert "turn-memory is off: the engine refused the handshake (config): invalid turn-memory config: " \
+           "engine.hookTimeoutMs: must be a whole number (got 'fast')" in named[0], named
+    assert "--unset engine.hookTimeoutMs" in named[0] and "not restarted" in named[0], named
+    log = engine_log.read_text()
+    assert 1 <= log.count("engine listening on") <= 2 and "refused the handshake" in log, log

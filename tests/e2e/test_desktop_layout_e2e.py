@@ -1,5 +1,5 @@
 """DSH Desktop's profile layout on a real host: 0.2's `web` profile keeps each agent preset's
-live compaction group inside the preset row's object config (survey §1.6) — the layout the
+live compaction group inside the preset row's object config — the layout the
 user's Desktop 0.2.0-rc.2 has. The installer rewrites every preset, and DSH's own composition
 (`--dump-config`) shows turn-memory as the one live engine of each. (A session cannot be run
 in this profile here: the PyPI runtime's web app lacks packages its required plugins import.)"""

@@ -1,4 +1,4 @@
-"""How a compressed turn lands (design D-019), on each real host, each way in its own test:
+"""How a compressed turn lands, on each real host, each way in its own test:
 what lands on the surface, and what the next model request carries.
 
 Turn 1 is one tool turn: n1 user, n2 runtime snapshot, n3 assistant + call, n4 tool result,

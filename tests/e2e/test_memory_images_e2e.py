@@ -1,4 +1,4 @@
-"""Lazy images (design D-010) on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): an image turn lands with its marker,
+"""Lazy images on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): an image turn lands with its marker,
 read_memory_image returns the image, forged ids and text-only models are refused, and a
 worker that drops the marker cannot finish."""
 

@@ -1,4 +1,4 @@
-"""Thought hints (D-014) on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): a long reasoning block is indexed by a
+"""Thought hints on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): a long reasoning block is indexed by a
 one-shot request while the turn still runs, the compression worker reads the hint, and a
 hint endpoint that is down costs nothing but the hint."""
 

@@ -1,5 +1,5 @@
 """Issue 15 acceptance: no agent step stalls behind the turn-rewrite queue, and a backlog of
-turns clears at worker speed (design D-005, D-008).
+turns clears at worker speed.
 
 Host-neutral on purpose (markers, model requests and the driver's pre-step timings only),
 so the same tests run unchanged on every host the e2e suite boots.

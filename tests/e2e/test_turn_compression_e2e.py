@@ -68,7 +68,7 @@ def test_with_the_landing_barrier_the_turn_lands_as_two_nodes_and_the_next_reque
     assert not any("Looking at the parser" in text for _, text in convo)
     # the worker was a fork: its first request carried the raw turn, then the task
     (first_worker, *_rest) = worker_requests(fake)
-    # its scope holds the four editor tools and the public read_memory_image (design D-010), nothing else
+    # its scope holds the four editor tools and the public read_memory_image, nothing else
     assert "Looking at the parser" in first_worker.all_text()
     assert set(first_worker.tool_names) == WORKER_TOOLS | {"read_memory_image"}
 

@@ -1,4 +1,4 @@
-"""Long-turn hand-off (D-013) on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): a turn past 30 nodes sees the
+"""Long-turn continuation on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): a turn past 30 nodes sees the
 reminder once, ends itself with continue_after_turn_compression, and exactly one automatic
 follow-up turn carries the hand-off after the turn's compression — also across a restart."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from helpers import host_problems, reload, text_of
 from turn_memory.continuation.state import SECTION
-from turn_memory.host.handoffs import TOOL
+from turn_memory.host.continuations import TOOL
 from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e

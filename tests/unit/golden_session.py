@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from surface_builders import SNAPSHOT_TEXT, LogBuilder, snapshot_source
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import node_origins
 

@@ -18,7 +18,7 @@ from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.compaction.policy import Pressure
 from turn_memory.compaction.service import RETRY_GROWTH, CompactionService, surface_prices
 from turn_memory.config import EngineConfig
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.tokens import estimate_message
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
@@ -170,7 +170,7 @@ def test_when_the_meter_refuses_a_landed_assistant_node_the_canonical_surface_is
 
 
 def test_any_other_meter_failure_is_not_papered_over_by_the_fallback():
-    """D-005: the canonical-surface price stands in only for the meter's refusal of a node a
+    """The canonical-surface price stands in only for the meter's refusal of a node a
     turn-memory landing wrote; any other failure means no pressure decision this step."""
     host, _ = open_turn_host(threshold_offset=0)
     model_node = host.log.index.turn_nodes(1)[-1]  # the agent's own answer: the meter should know its step

@@ -11,18 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from turn_memory.config import (
-    TABLE_END,
-    TABLE_START,
-    ConfigError,
-    EngineConfig,
-    ShimConfig,
-    check_config,
-    config_keys,
-    config_problems,
-    format_default,
-    markdown_table,
-)
+from turn_memory.config import ConfigError, EngineConfig, ShimConfig, check_config, config_keys, config_problems
+from turn_memory.config_command import TABLE_END, TABLE_START, format_default, markdown_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -82,21 +72,93 @@ def test_problems_name_the_key_and_the_nearest_valid_one(config, message, neares
     assert message in problem.message and problem.nearest == nearest
 
 
+#: what the shim passes on unchecked (shim-js/test/config.test.js: the same values); NaN and
+#: infinities arrive as null, as JSON carries them
+BAD_ENGINE_VALUES = [
+    ("command", [], "engine.command: List should have at least 1 item after validation, not 0 (got [])"),
+    ("command", "turn-memory serve", "engine.command: Input should be a valid list (got 'turn-memory serve')"),
+    ("command", ["turn-memory", 1], "engine.command.1: Input should be a valid string (got 1)"),
+    ("command", {}, "engine.command: Input should be a valid list (got {})"),
+    ("command", None, "engine.command: Input should be a valid list (got None)"),
+    ("transport", "udp", "engine.transport: Input should be 'auto', 'ipc' or 'tcp' (got 'udp')"),
+    ("transport", "", "engine.transport: Input should be 'auto', 'ipc' or 'tcp' (got '')"),
+    ("transport", 1, "engine.transport: Input should be 'auto', 'ipc' or 'tcp' (got 1)"),
+    ("transport", "IPC", "engine.transport: Input should be 'auto', 'ipc' or 'tcp' (got 'IPC')"),
+    ("transport", None, "engine.transport: Input should be 'auto', 'ipc' or 'tcp' (got None)"),
+    ("logFile", 5, "engine.logFile: Input should be a valid string (got 5)"),
+    ("logFile", ["a"], "engine.logFile: Input should be a valid string (got ['a'])"),
+    ("logFile", False, "engine.logFile: Input should be a valid string (got False)"),
+    ("startTimeoutMs", -1, "engine.startTimeoutMs: Input should be greater than or equal to 0 (got -1)"),
+    ("startTimeoutMs", None, "engine.startTimeoutMs: Input should be a valid integer (got None)"),
+    ("startTimeoutMs", "100", "engine.startTimeoutMs: must be a whole number (got '100')"),
+    ("hookTimeoutMs", -0.5, "engine.hookTimeoutMs: Input should be a valid integer, got a number with a fractional "
+                            "part (got -0.5)"),
+    ("hookTimeoutMs", 1500.5, "engine.hookTimeoutMs: Input should be a valid integer, got a number with a fractional "
+                              "part (got 1500.5)"),
+    ("hookTimeoutMs", "2000", "engine.hookTimeoutMs: must be a whole number (got '2000')"),
+    ("hookTimeoutMs", True, "engine.hookTimeoutMs: must be a whole number (got True)"),
+    ("manualTimeoutMs", -1, "engine.manualTimeoutMs: Input should be greater than or equal to 0 (got -1)"),
+    ("manualTimeoutMs", None, "engine.manualTimeoutMs: Input should be a valid integer (got None)"),
+    ("restartDelayMs", -20, "engine.restartDelayMs: Input should be greater than or equal to 0 (got -20)"),
+    ("restartDelayMs", "500", "engine.restartDelayMs: must be a whole number (got '500')"),
+    ("recycleAfterTimeouts", -1, "engine.recycleAfterTimeouts: Input should be greater than or equal to 0 (got -1)"),
+    ("recycleAfterTimeouts", "3", "engine.recycleAfterTimeouts: must be a whole number (got '3')"),
+]
+
+
+@pytest.mark.parametrize("key, value, message", BAD_ENGINE_VALUES)
+def test_each_bad_engine_value_is_refused_with_its_key(key, value, message):
+    (problem,) = config_problems({"engine": {key: value}, "turns": {"enabled": True}})
+    assert (problem.key.split(".")[:2], problem.message) == (["engine", key], message)
+
+
+def test_every_bad_engine_value_is_named_at_once_and_a_section_that_is_no_mapping_too():
+    problems = config_problems({"engine": {"command": [], "transport": "udp", "logFile": 1, "hookTimeoutMs": -1,
+                                           "restartDelayMs": "x"}})
+    assert [p.key for p in problems] == ["engine.command", "engine.transport", "engine.logFile",
+                                         "engine.hookTimeoutMs", "engine.restartDelayMs"]
+    for engine in ([], "serve", 3):
+        assert [p.message for p in config_problems({"engine": engine})] == [
+            f"engine must be a mapping of keys, got {engine!r}"]
+    for config in ([], "turn-memory", 3, True):
+        assert [p.message for p in config_problems(config)] == [f"the config must be a mapping of keys, got {config!r}"]
+    # whole milliseconds written as floats (YAML `2000.0`) are still whole
+    assert config_problems({"engine": {"startTimeoutMs": 2000.0, "logFile": None}}) == []
+
+
 def test_valid_configs_pass():
     assert config_problems({}) == [] and config_problems(None) == []
     assert config_problems({"engine": {**ShimConfig().model_dump(), "logFile": "/tmp/e.log"},
                             "turns": {"enabled": False}, "compaction": {"method": "summary"}}) == []
 
 
-def test_the_shim_defaults_are_the_models(dsh_runtime):
+def test_the_shim_defaults_are_the_models(node):
     """shim-js/lib/defaults.js is the shim's copy of the `engine` section's defaults."""
-    if not Path(dsh_runtime.node).exists():
-        pytest.skip("no node in the cached runtime")
     script = f"import({json.dumps(SHIM_DEFAULTS.as_uri())}).then((m) => console.log(JSON.stringify(m.ENGINE_DEFAULTS)))"
-    out = subprocess.run([str(dsh_runtime.node), "--input-type=module", "-e", script], capture_output=True, text=True,
+    out = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     model = {k: v for k, v in ShimConfig().model_dump().items() if v is not None}
     assert json.loads(out) == model
+
+
+def test_the_engine_refuses_a_bad_engine_value_for_the_shim_to_report():
+    from turn_memory.bridge.protocol import HelloParams
+    from turn_memory.bridge.server import Peer, RemoteError
+    from turn_memory.engine import Engine
+
+    hello = HelloParams(protocol=1, dshVersion="0.1.0-rc.8", dialect="rc8", secret="s", pid=1,
+                        checkpointSource={"kind": "plugin", "plugin": "compact", "compactionId": "probe"},
+                        config={"engine": {**ShimConfig().model_dump(exclude_none=True), "transport": "udp"}})
+
+    async def shake():
+        return Engine().on_hello(Peer(b"p"), hello)
+
+    with pytest.raises(RemoteError) as refused:
+        asyncio.run(shake())
+    info = refused.value.info
+    assert (info.code, info.key, info.nearest) == ("config", "engine.transport", None)
+    assert info.message == "invalid turn-memory config: engine.transport: Input should be 'auto', 'ipc' or 'tcp' (got 'udp')"
+    assert "turn-memory install --profile NAME --unset engine.transport" in info.fix
 
 
 def test_the_engine_refuses_a_typo_with_a_stable_code_and_the_fix():
@@ -140,7 +202,7 @@ def test_config_reads_in_a_terminal_with_the_unit_rule(capsys):
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 120  # no 300-column table rows
     assert "Times: keys of the `engine` section end in `Ms` (milliseconds" in out.replace("\n", " ")
-    assert "\nturns: Per-turn compression (design D-007, D-008).\n  turns.enabled = true\n      compress every " \
+    assert "\nturns: Per-turn compression.\n  turns.enabled = true\n      compress every " \
            "completed turn of user sessions\n" in out
     # the rule holds for every key: Ms only in the shim's section, S elsewhere
     for key in config_keys():

@@ -11,7 +11,7 @@ from turn_memory.demo.requests import Costs, TurnCost, owner
 from turn_memory.demo.screen import DemoFacts, Showcase, screen, state_text
 from turn_memory.demo.turn_view import clip, turn_nodes
 from turn_memory.devtools.fake_model import FakeRequest
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.inspection.report import inspect_log
 
 

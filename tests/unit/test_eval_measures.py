@@ -18,7 +18,7 @@ from turn_memory.eval.provider import ChatRequest, Usage
 from turn_memory.eval.scenario import Fact, Probe, parse_scenario
 from turn_memory.eval.scripted import NOT_FOUND, ScriptedProvider, scripted_hint, scripted_summary
 from turn_memory.history.session_history import collect_turns, search, search_hits
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 
 LOG_LINES = "\n".join(f"12:{i:02d} INFO request {i} took {40 + i}ms" for i in range(60))
 

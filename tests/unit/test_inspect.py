@@ -19,7 +19,8 @@ import zstandard
 from turn_builders import Shape, completed_turn_log
 from turn_memory.cli import main
 from turn_memory.devtools.synthetic_log import SyntheticLog, write_synthetic_log
-from turn_memory.host.dialect import RC8, V02, Dialect
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
@@ -229,6 +230,14 @@ def test_bad_lines_torn_tails_and_bad_rows_in_a_plain_log(tmp_path):
     assert by_kind["bad-line"]["offset"] == sum(len(line) + 1 for line in lines[:3])
     assert "non-empty string array" in by_kind["bad-row"]["detail"]
     assert report["log"]["events"] == len(events) - 1
+
+
+def test_a_log_in_a_session_format_no_known_dialect_writes_is_refused_by_name(tmp_path, capsys):
+    path = write_plain(tmp_path / "s-9" / "session.v5.jsonl", landed_log(V02))
+    assert main(["inspect", str(path)]) == 1
+    assert capsys.readouterr().err == (
+        "turn-memory inspect: error: session.v5.jsonl: no DSH dialect turn-memory knows writes this session format "
+        "(it reads session.jsonl (rc8), session.v4.jsonl (v02), each also .zstd)\n")
 
 
 def test_json_output_schema_and_exit_status(tmp_path, capsys):

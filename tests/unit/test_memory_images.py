@@ -1,4 +1,4 @@
-"""Lazy images (design D-010): canonical markers, what a worker may do with them, and
+"""Lazy images: canonical markers, what a worker may do with them, and
 read_memory_image for the main agent and inside worker scopes."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from turn_memory.catalog import public_tools, worker_tools
 from turn_memory.compaction.manual import compact_now
 from turn_memory.config import EngineConfig
 from turn_memory.host.blocks import render_blocks
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.images import ImageRef, marker_ref, markers_in
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.public_tools import PublicCall, PublicTools

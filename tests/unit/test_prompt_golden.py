@@ -30,7 +30,7 @@ from turn_memory.config import CompactionConfig, EngineConfig
 from turn_memory.continuation import texts
 from turn_memory.devtools.fake_model import FakeRequest
 from turn_memory.devtools.scripted_workers import worker_responder
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.reasoning import Hint, ReasoningBlock
 from turn_memory.prompts import read_prompt, render_prompt
 from turn_memory.turns import prompt as turn_prompt

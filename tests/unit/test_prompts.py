@@ -1,4 +1,4 @@
-"""The strict prompt renderer (design D-004): exactly `{{name}}` and non-nested
+"""The strict prompt renderer: exactly `{{name}}` and non-nested
 `{{#if flag}}…{{/if}}`; anything unknown fails the render, whichever flags are on."""
 
 from __future__ import annotations

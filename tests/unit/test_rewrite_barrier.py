@@ -18,7 +18,7 @@ from turn_memory.bridge.protocol import AgentOptions, PreStepParams
 from turn_memory.compaction.service import surface_prices
 from turn_memory.config import EngineConfig
 from turn_memory.engine import Engine
-from turn_memory.host.dialect import RC8
+from turn_memory.host.dialects import RC8
 from turn_memory.host.markers import marker_of
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")

@@ -16,7 +16,7 @@ from turn_memory.compaction.manual import compact_now
 from turn_memory.compaction.segmented import SegmentedJob
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.config import EngineConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.workers import WorkerRegistry
 

@@ -12,7 +12,7 @@ from turn_builders import Shape, add_turn, completed_turn_log
 from turn_memory.bridge.protocol import AgentOptions
 from turn_memory.catalog import public_tools
 from turn_memory.config import EngineConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.public_tools import PublicCall, PublicTools

@@ -18,7 +18,7 @@ from turn_memory.compaction.segments import Segment
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, source_label
 from turn_memory.config import CompactionConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.tools import preview as _preview
 
 FOLD_P1 = {"expected_revision": 0, "from": "P1", "nodes": [
@@ -44,7 +44,7 @@ def state(tools: SessionTools):
 
 def test_tool_specs_name_six_tools_with_descriptions_and_strict_schemas():
     specs = {s["name"]: s for s in worker_tool_specs()}
-    # the six editor tools, then read_memory_image which every worker scope also carries (D-010)
+    # the six editor tools, then read_memory_image which every worker scope also carries
     assert tuple(specs) == (*TOOL_NAMES, "read_memory_image") and len(TOOL_NAMES) == 6
     assert all(s["description"] and s["parameters"]["additionalProperties"] is False for s in specs.values())
     assert specs["replace_session_memory"]["parameters"]["required"] == ["expected_revision", "from", "nodes"]

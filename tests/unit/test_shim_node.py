@@ -36,7 +36,8 @@ SUITES = {
     "mirror.test.js": "Mirror",
     "bridge.test.js": "Bridge",
     "engine-process.test.js": "EngineProcess",
-    "config.test.js": "config validation",
+    "config.test.js": "row config",
+    "hooks.test.js": "hooks",
     "public-tools.test.js": "declarations cache",
     "workers.test.js": "Workers.setup",
 }
@@ -47,13 +48,11 @@ def test_every_unit_has_its_node_test_file():
 
 
 @pytest.mark.parametrize("test_file", TEST_FILES, ids=lambda p: p.name.removesuffix(".test.js"))
-def test_shim_unit(dsh_runtime, test_file: Path):
-    if not Path(dsh_runtime.node).exists():
-        pytest.skip("no node in the cached runtime")
+def test_shim_unit(node, dsh_runtime, test_file: Path):
     node_path = [str(p) for p in (dsh_runtime.zeromq_modules, dsh_runtime.node_modules) if p is not None]
     env = {**os.environ, "NODE_PATH": os.pathsep.join(node_path)}
     env.pop("NODE_OPTIONS", None)  # nothing from the caller's shell changes how node runs the tests
-    cmd = [str(dsh_runtime.node), "--import", HOOK.as_uri(), "--test", "--test-reporter=spec",
+    cmd = [node, "--import", HOOK.as_uri(), "--test", "--test-reporter=spec",
            "--test-timeout=60000", str(test_file.relative_to(ROOT))]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, encoding="utf-8", timeout=600)
     out = proc.stdout + (f"\n--- stderr ---\n{proc.stderr}" if proc.stderr.strip() else "")

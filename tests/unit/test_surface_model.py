@@ -17,7 +17,8 @@ from surface_builders import (
     span,
     user_message,
 )
-from turn_memory.host.dialect import RC8, V02, Dialect
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog, SurfaceError
 
 BOTH = pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])

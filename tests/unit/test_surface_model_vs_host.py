@@ -26,7 +26,7 @@ from surface_builders import (
     span,
     user_message,
 )
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog, SurfaceError
 
 Event = dict[str, Any]
@@ -211,11 +211,16 @@ CASES: dict[str, tuple[list[Event], bool | str]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def host_verdicts(dsh_runtime: Any) -> dict[str, dict[str, dict[str, Any]]]:
+def session_lib(dsh_runtime: Any) -> Path:
+    """DSH 0.1.0-rc.8's own session code, which the cached runtime always holds."""
     lib = Path(dsh_runtime.node_modules) / "@deepseek-ai/dsh-session/lib/index.js"
-    if not (Path(dsh_runtime.node).exists() and lib.exists()):
-        pytest.skip("the cached DSH 0.1.0-rc.8 runtime is not installed")
+    assert lib.is_file(), f"{lib} is missing: the cached DSH 0.1.0-rc.8 runtime is incomplete (`./run test` sets it up)"
+    return lib
+
+
+@pytest.fixture(scope="module")
+def host_verdicts(node: str, dsh_runtime: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    lib = session_lib(dsh_runtime)
     names = list(CASES)
     batch = []
     for name in names:
@@ -223,7 +228,7 @@ def host_verdicts(dsh_runtime: Any) -> dict[str, dict[str, dict[str, Any]]]:
         batch.append({"mode": "seed", "seed": BASE + plan})
         batch.append({"mode": "append", "seed": BASE, "plan": plan})
     run = subprocess.run(
-        [str(dsh_runtime.node), str(SCRIPT), str(lib)],
+        [node, str(SCRIPT), str(lib)],
         input=json.dumps(batch),
         capture_output=True,
         text=True,
@@ -248,13 +253,11 @@ BALANCE_LOGS: dict[str, list[Event]] = {
 
 
 @pytest.fixture(scope="module")
-def host_balance(dsh_runtime: Any) -> dict[str, dict[str, Any]]:
-    lib = Path(dsh_runtime.node_modules) / "@deepseek-ai/dsh-session/lib/index.js"
-    if not (Path(dsh_runtime.node).exists() and lib.exists()):
-        pytest.skip("the cached DSH 0.1.0-rc.8 runtime is not installed")
+def host_balance(node: str, dsh_runtime: Any) -> dict[str, dict[str, Any]]:
+    lib = session_lib(dsh_runtime)
     batch = [{"mode": "balance", "seed": events} for events in BALANCE_LOGS.values()]
     run = subprocess.run(
-        [str(dsh_runtime.node), str(SCRIPT), str(lib)], input=json.dumps(batch), capture_output=True, text=True, timeout=120, check=True
+        [node, str(SCRIPT), str(lib)], input=json.dumps(batch), capture_output=True, text=True, timeout=120, check=True
     )
     return dict(zip(BALANCE_LOGS, json.loads(run.stdout)))
 

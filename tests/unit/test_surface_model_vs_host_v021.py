@@ -3,7 +3,7 @@
 Every case is a stored log (`seed`, ending in session/end-seed, so the host adds no marker of
 its own), what the host appends before the plan (`live`: the next turn's turn/start, maybe
 the loop's step/start), the plan, and what the agent loop appends right after it (`after`).
-The plans are the ones the engine makes (pending marker, the D-019 landing modes, no-op
+The plans are the ones the engine makes (pending marker, the four landing modes, no-op
 marker, tool-result rewrite, the checkpoint transaction of `compaction/transaction.py`) plus
 hand-made ones covering every refusal class of the host. The host judges each case in one
 node run (`v021_host_verdicts.mjs`):
@@ -41,8 +41,7 @@ from surface_builders import (
 )
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.selection import Selection, select_manual_range
-from turn_memory.host.dialect import V02
-from turn_memory.host.known_events import KNOWN_EVENT_TYPES_V02
+from turn_memory.host.dialects import V02
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.prompts import read_prompt
 from turn_memory.runtime.land import Plan
@@ -361,13 +360,6 @@ def _cases() -> dict[str, Case]:
 CASES = _cases()
 
 
-@pytest.fixture(scope="module")
-def node(dsh_runtime: Any) -> str:
-    if not Path(dsh_runtime.node).exists():
-        pytest.skip("no Node 22 (the cached DSH runtime is not installed)")
-    return str(dsh_runtime.node)
-
-
 def _run(node: str, modules: Path, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
     run = subprocess.run([node, str(SCRIPT), str(modules)], input=json.dumps(batch), capture_output=True, text=True,
                          timeout=300, check=True)
@@ -396,7 +388,7 @@ def _verdict(fn: Callable[[], Any]) -> tuple[bool, str]:
 
 def test_known_event_types_are_the_hosts(node: str, dsh_v021_modules: Path) -> None:
     (constants,) = _run(node, dsh_v021_modules, [{"mode": "constants"}])
-    assert sorted(KNOWN_EVENT_TYPES_V02) == constants["knownEventTypes"]
+    assert sorted(V02.known_event_types) == constants["knownEventTypes"]
 
 
 @pytest.mark.parametrize("world", ["CLOSED", "PENDING", "REAL", "PRESTEP", "INSTEP"])

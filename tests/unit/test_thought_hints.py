@@ -1,4 +1,4 @@
-"""Thought hints (D-014): which blocks get one, when, at most once; what the request holds; how
+"""Thought hints: which blocks get one, when, at most once; what the request holds; how
 the turn's compression waits for them; and that a failed, slow or empty hint changes nothing
 but the missing prompt section."""
 
@@ -19,7 +19,7 @@ from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.hints.client import DshLlmHints, EndpointHints, HintFailed, make_client
 from turn_memory.hints.detect import durable_blocks, live_block, long_blocks, open_turn_blocks
 from turn_memory.hints.service import HintService
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.reasoning import Hint, ReasoningBlock, hints_text
 from turn_memory.prompts import render_prompt

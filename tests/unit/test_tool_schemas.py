@@ -9,7 +9,7 @@ from pydantic import Field
 from turn_memory.catalog import public_tools
 from turn_memory.compaction import session_tools
 from turn_memory.compaction.segment_prompt import worker_tool_specs as session_worker_specs
-from turn_memory.continuation.tool import HandoffArgs
+from turn_memory.continuation.tool import ContinuationArgs
 from turn_memory.history.session_history import Args as HistoryArgs
 from turn_memory.host.tools import ToolArgs, tool_schema
 from turn_memory.runtime.read_image import ReadImageArgs
@@ -46,7 +46,7 @@ def test_the_schema_is_strict_uses_aliases_and_keeps_constraints():
 
 def test_every_worker_and_public_tool_schema_is_its_argument_model():
     models = {**turn_tools.ARGS, **session_tools.ARGS, "read_memory_image": ReadImageArgs,
-              "read_session_history": HistoryArgs, "continue_after_turn_compression": HandoffArgs}
+              "read_session_history": HistoryArgs, "continue_after_turn_compression": ContinuationArgs}
     specs = [*turn_worker_specs(), *session_worker_specs()]
     assert {s["name"] for s in specs} == {*turn_tools.ARGS, *session_tools.ARGS, "read_memory_image"}
     for spec in specs:

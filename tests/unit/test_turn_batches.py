@@ -17,7 +17,7 @@ from surface_builders import LogBuilder
 from test_turn_jobs import FINISH, marks, next_turn_prestep, reopen
 from turn_builders import Shape, add_turn
 from turn_memory.config import EngineConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes

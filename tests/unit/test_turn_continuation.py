@@ -1,4 +1,4 @@
-"""Long-turn hand-off (D-013) against the in-memory host: counting, the once-per-milestone
+"""Long-turn continuation against the in-memory host: counting, the once-per-milestone
 reminder, the continuation tool, and the one automatic follow-up after the turn's compression."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from turn_memory.config import EngineConfig
 from turn_memory.continuation import state, texts
 from turn_memory.continuation.dispatch import FollowupDispatcher
 from turn_memory.continuation.reminder import Reminders
-from turn_memory.host import handoffs
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host import continuations
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import is_host_context, marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
@@ -80,7 +80,7 @@ def open_long_turn(steps: int, *, prior_turns: int = 0, dialect=RC8) -> LogBuild
 
 
 def handoff_step(b: LogBuilder, handoff: str = HANDOFF, **kw) -> str:
-    return work_step(b, tool=handoffs.TOOL, arguments=json.dumps({"handoff": handoff}), **kw)
+    return work_step(b, tool=continuations.TOOL, arguments=json.dumps({"handoff": handoff}), **kw)
 
 
 def end_turn(b: LogBuilder) -> None:
@@ -173,7 +173,7 @@ def call_tool(events, args, config=None, tools=None):
     session = host.session
     call = PublicCall(session=session, args=args, turn=session.log.index.open_turn,
                       call_id="call-x", agent_options=AgentOptions(), config=config or cfg(), port=host)
-    return run((tools or PublicTools(public_tools())).call(handoffs.TOOL, call))
+    return run((tools or PublicTools(public_tools())).call(continuations.TOOL, call))
 
 
 def test_tool_concludes_a_long_turn_with_a_handoff():
@@ -198,8 +198,8 @@ def test_tool_refuses_below_the_threshold_and_outside_a_turn():
 
 def test_tool_is_offered_only_while_the_feature_is_on():
     tools = PublicTools(public_tools())
-    assert handoffs.TOOL in [s.name for s in tools.specs(cfg())]
-    assert handoffs.TOOL not in [s.name for s in tools.specs(cfg(enabled=False))]
+    assert continuations.TOOL in [s.name for s in tools.specs(cfg())]
+    assert continuations.TOOL not in [s.name for s in tools.specs(cfg(enabled=False))]
     off = call_tool(open_long_turn(15).events, {"handoff": HANDOFF}, cfg(enabled=False))
     assert off.is_error and not off.conclude
 
@@ -208,35 +208,35 @@ def test_tool_is_offered_only_while_the_feature_is_on():
 def test_only_a_successful_handoff_pair_of_the_latest_completed_turn_awaits_a_followup():
     b = open_long_turn(15)
     handoff_step(b, result_error=True)  # a refused call is no request
-    assert handoffs.awaiting_followup(b.events) == []
+    assert continuations.awaiting_followup(b.events) == []
     call = handoff_step(b)
-    assert handoffs.awaiting_followup(b.events) == []  # the turn is still open
+    assert continuations.awaiting_followup(b.events) == []  # the turn is still open
     end_turn(b)
-    (request,) = handoffs.awaiting_followup(b.events)
+    (request,) = continuations.awaiting_followup(b.events)
     assert (request.id, request.turn, request.handoff) == (call, 1, HANDOFF)
     # delivered: the inbox insertion names it
     delivered = list(b.events)
     LogBuilder.add(b, "agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [
         {"id": "m1", "role": "user", "content": [], "source": {"kind": "plugin", "plugin": "turn-memory",
                                                                 "continuation": call}}]})
-    assert handoffs.awaiting_followup(b.events) == []
+    assert continuations.awaiting_followup(b.events) == []
     # superseded: a later (human) turn started first
     b.events[:] = delivered
     b.turn("a new human message")
-    assert handoffs.awaiting_followup(b.events) == []
+    assert continuations.awaiting_followup(b.events) == []
 
 
 def test_a_code_mode_handoff_is_a_request_too():
     b = open_long_turn(15)
-    dispatch = {"rootCallId": "run1", "parentCallId": "run1", "name": handoffs.TOOL,
+    dispatch = {"rootCallId": "run1", "parentCallId": "run1", "name": continuations.TOOL,
                 "arguments": {"handoff": HANDOFF}, "content": []}
     b.add("tool/code-dispatch", {**dispatch, "subCallId": "run1:code:0", "isError": True})  # refused
     end_turn(b)
-    assert handoffs.awaiting_followup(b.events) == []
+    assert continuations.awaiting_followup(b.events) == []
     b.events.pop()
     b.add("tool/code-dispatch", {**dispatch, "subCallId": "run1:code:1", "isError": False})
     end_turn(b)
-    (request,) = handoffs.awaiting_followup(b.events)
+    (request,) = continuations.awaiting_followup(b.events)
     assert (request.id, request.turn, request.handoff) == ("run1:code:1", 1, HANDOFF)
 
 
@@ -468,7 +468,7 @@ def test_the_followup_runs_only_on_the_compressed_turn(dialect, refused, monkeyp
         assert host.log.events[-1]["type"] == "turn/end"  # the follow-up's turn took nothing in
         assert not any(e["type"] == "assistant/message" and e["data"]["turn"] == 2 for e in host.log.events)
         assert marker_of(host.log.events[turn_nodes(host.log, 1)[0]]) == ("pending", 1)  # raw, recoverable
-        assert handoffs.awaiting_followup(host.log.events) == []  # and never continued later on the raw turn
+        assert continuations.awaiting_followup(host.log.events) == []  # and never continued later on the raw turn
     else:
         (seq,) = taken_in(host)
         (landed,) = [e["seq"] for e in host.log.events if marker_of(e) == ("compression", 1)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.prompt import worker_tool_specs
 from turn_memory.turns.nodes import original_nodes
@@ -120,7 +120,7 @@ def test_turn_without_reasoning_may_finish_unchanged():
 
 def test_tool_specs_have_schemas_and_descriptions_from_the_prompt_file():
     specs = {s["name"]: s for s in worker_tool_specs()}
-    # the four editor tools, plus read_memory_image which every worker scope also carries (D-010)
+    # the four editor tools, plus read_memory_image which every worker scope also carries
     assert set(specs) == {"list_turn_nodes", "read_turn_nodes", "replace_turn_nodes", "finish_turn_compression",
                           "read_memory_image"}
     assert specs["replace_turn_nodes"]["parameters"]["required"] == ["from", "nodes"]

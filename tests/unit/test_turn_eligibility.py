@@ -18,7 +18,7 @@ from test_inspect import write_plain
 from test_turn_jobs import FINISH, complete_turn, next_turn_prestep, one_turn_host
 from turn_builders import Shape, add_turn
 from turn_memory.config import EngineConfig, TurnConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.inspection.report import inspect_log
 from turn_memory.turns import eligibility as E

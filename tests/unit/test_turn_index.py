@@ -12,8 +12,8 @@ import pytest
 
 from turn_builders import Shape, completed_turn_log
 from turn_memory.devtools.synthetic_log import write_synthetic_log
-from turn_memory.host.dialect import RC8, V02
-from turn_memory.host.handoffs import HandoffLedger, awaiting_followup
+from turn_memory.host.dialects import RC8, V02
+from turn_memory.host.continuations import ContinuationLedger, awaiting_followup
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
@@ -113,7 +113,7 @@ def check(log: SessionLog) -> None:
     assert index.completed_steps() == sum(1 for e in events if e["type"] == "step/start"
                                           and e["data"]["step"] != LANDING_STEP and e["data"]["turn"] in marks.completed)
     for live_from in (None, 0, len(events) // 2, len(events)):
-        assert turns_to_recover(log, live_from, HandoffLedger.of(events)) == scan_recover(log, live_from)
+        assert turns_to_recover(log, live_from, ContinuationLedger.of(events)) == scan_recover(log, live_from)
     for seq in log.nodes:
         message = log.message_of(seq)
         assert log.price(seq) == (estimate_message(message) if message is not None else None)
@@ -131,8 +131,8 @@ def land_plan(log: SessionLog, plan) -> None:
         assert not log.append(event)
 
 
-def handoff_turn(log: SessionLog, turn: int) -> None:
-    """A completed turn that ends with a successful hand-off call (D-013)."""
+def request_turn(log: SessionLog, turn: int) -> None:
+    """A completed turn that ends with a successful continuation call."""
     def add(kind, data, **surface):
         log.append({"type": kind, "seq": len(log), "time": 1, "data": data, **surface})
 
@@ -171,8 +171,8 @@ def test_the_index_equals_a_full_scan_through_landings_and_a_handoff(dialect, mo
         land_plan(log, plan_landing(log, earlier, log.index.turn_nodes(2), LandingContext(2, 4, 1)))
     if log.index.open_step is not None:
         log.append({"type": "step/end", "seq": len(log), "time": 1, "data": {"turn": 4, "step": log.index.open_step[1]}})
-    handoff_turn(log, 4)
-    assert [r.turn for r in HandoffLedger.of(log.events).awaiting()] == [4]
+    request_turn(log, 4)
+    assert [r.turn for r in ContinuationLedger.of(log.events).awaiting()] == [4]
     check_every_prefix(log.events, dialect)
 
 

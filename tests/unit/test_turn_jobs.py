@@ -11,7 +11,7 @@ from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from turn_builders import Shape, add_turn
 from surface_builders import LogBuilder
 from turn_memory.config import EngineConfig
-from turn_memory.host.dialect import RC8, V02
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover

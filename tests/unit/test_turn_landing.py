@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turn_builders import Shape, completed_turn_log
-from turn_memory.host.dialect import RC8, RUNTIME_CONTEXT_KIND, V02
+from turn_memory.host.dialect import RUNTIME_CONTEXT_KIND
+from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog, pairing_problems
 from turn_memory.runtime.land import stamp, validate

@@ -42,7 +42,7 @@ class HostFacts(_Model):
     """What the shim found the host's own code to accept (shim-js/lib/host-probe.js)."""
 
     model_config = ConfigDict(extra="ignore")
-    #: dsh-session's SESSION_FORMAT_VERSION (rc.8: 0; 0.2.1: 4)
+    #: dsh-session's SESSION_FORMAT_VERSION (each dialect names its own)
     sessionFormatVersion: int | None = None
     #: replace-op key pairs a scratch session accepted, e.g. ["startSeq/endSeq"]; or the probe's error
     replaceKeys: list[str] | dict[str, Any] = Field(default_factory=list)
@@ -51,8 +51,8 @@ class HostFacts(_Model):
 class HelloParams(_Model):
     protocol: int
     dshVersion: str
-    #: a client that knows its dialect (doctor, tests) may name it; the shim sends `host`
-    dialect: Literal["rc8", "v02"] | None = None
+    #: a client that knows its dialect (doctor, tests) may name it (`host/dialects/`); the shim sends `host`
+    dialect: str | None = None
     host: HostFacts | None = None
     secret: str
     pid: int
@@ -88,7 +88,7 @@ class HelloResult(_Model):
     dialect: str = ""
     #: event types whose data the shim may leave out of the mirror (the engine never reads it)
     elide: list[str] = Field(default_factory=list)
-    #: the few events of those types the engine does read (a long thought's block-end, D-014)
+    #: the few events of those types the engine does read (a long thought's block-end: thought hints)
     elideExcept: list[ElideExcept] = Field(default_factory=list)
     #: do not mirror subagent sessions (the engine only works on user sessions)
     skipSubagents: bool = True
@@ -108,7 +108,7 @@ class HelloResult(_Model):
     #: the class of the engine's asyncio loop (`turn-memory doctor` reports it; the shim ignores it)
     eventLoop: str | None = None
     #: runtime-context sections a worker scope shadows: the host keeps them under its
-    #: suppressor, and a worker's request carries no runtime context (D-018)
+    #: suppressor, and a worker's request carries no runtime context (docs/decisions.md#workers-are-isolated)
     workerShadowContexts: list[str] = Field(default_factory=list)
     #: the host projects the snapshot inside the step at the pre-step's snapshot slot (0.2.1):
     #: a worker keeps that slot ahead of its task instead of dropping it, so the task is last

@@ -1,4 +1,5 @@
-"""SessionMemoryEditor: the host-owned working checkpoint of one session compaction (D-006).
+"""SessionMemoryEditor: the host-owned working checkpoint of one session compaction
+(docs/decisions.md#large-compactions-go-segment-by-segment).
 
 The checkpoint starts as one placeholder per segment. Workers process segments in order;
 each replaces its segment's placeholder (possibly together with neighbouring memory nodes,

@@ -1,4 +1,4 @@
-"""What a session-compaction worker is sent (design D-004, D-006, D-018): its fixed system
+"""What a session-compaction worker is sent: its fixed system
 prompt and tools, the same for every worker (a cached prefix), and its task: its segment,
 the segment list, and what earlier segments established. Pure apart from reading the
 prompt files."""

@@ -1,4 +1,4 @@
-"""Split a selected surface span into segments of complete units within a token budget (D-006).
+"""Split a selected surface span into segments of complete units within a token budget.
 
 A unit (a complete turn, a standalone checkpoint, a loose node) is never split; a unit
 larger than the budget is a segment of its own. Pure.

@@ -1,4 +1,5 @@
-"""The six session-compaction worker tools over a SessionMemoryEditor (design D-006). Pure.
+"""The six session-compaction worker tools over a SessionMemoryEditor
+(docs/decisions.md#large-compactions-go-segment-by-segment). Pure.
 
 Two-level catalogs keep each answer small on a 1M-token session: the segment list, then the
 assigned segment's source nodes (`S2.1`, `S2.2`…); the working checkpoint is read in pages
@@ -72,7 +73,7 @@ class SourceNode:
     id: str
     role: str
     text: str
-    #: canonical image markers in this node (design D-010)
+    #: canonical image markers in this node (each must survive)
     images: tuple[str, ...] = ()
     #: a user node's kind, from its source: "human", "host-context" or "checkpoint" ("" otherwise)
     kind: str = ""

@@ -2,7 +2,8 @@
 
 compaction/start is landed alone, before any model work, so the durable marker is the
 lock. The commit lands summary, replacement and end together; a failure lands one
-compaction/end carrying the error. Shapes follow the host's own transaction (survey §2).
+compaction/end carrying the error. Shapes follow the host's own transaction
+(`@deepseek-ai/dsh-compaction-basic`), so every consumer of the log reads ours the same.
 """
 
 from __future__ import annotations

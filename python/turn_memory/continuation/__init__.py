@@ -1,1 +1,2 @@
-"""Long-turn hand-off (design D-013): milestone reminders, the continuation tool, follow-ups."""
+"""Long-turn continuation: milestone reminders, the continuation tool, follow-ups
+(docs/decisions.md#a-long-turn-hands-off-and-continues)."""

@@ -1,4 +1,4 @@
-"""The automatic follow-up turn after a hand-off (design D-013).
+"""The automatic follow-up turn after a hand-off.
 
 For each continuation request in the log that still awaits its follow-up (checked on every
 `turn/end` and on every full resync, so after any restart too), once:
@@ -34,9 +34,9 @@ from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
 from turn_memory.continuation import texts
 from turn_memory.continuation.reminder import enabled
-from turn_memory.host import handoffs
-from turn_memory.host.dialect import Dialect
-from turn_memory.host.markers import PLUGIN
+from turn_memory.host import continuations
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect
+from turn_memory.host.markers import CONTINUATION_KEY
 from turn_memory.runtime.interfaces import TurnJobs
 from turn_memory.runtime.mirror import MirroredSession
 
@@ -44,7 +44,7 @@ log = logging.getLogger("turn_memory.continuation")
 
 
 def followup_source(dialect: Dialect, request_id: str) -> dict[str, str]:
-    return dialect.plugin_source(PLUGIN, **{handoffs.SOURCE_KEY: request_id})
+    return dialect.plugin_source(OUR_PLUGIN, **{CONTINUATION_KEY: request_id})
 
 
 class FollowupDispatcher:
@@ -65,7 +65,7 @@ class FollowupDispatcher:
             return
         if not reset and not any(e["type"] == "turn/end" for e in events):
             return
-        for request in session.handoffs.awaiting():
+        for request in session.continuations.awaiting():
             key = (session.id, request.id)
             if key in self._claimed:
                 continue
@@ -74,7 +74,7 @@ class FollowupDispatcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _deliver(self, session: MirroredSession, request: handoffs.ContinuationRequest,
+    async def _deliver(self, session: MirroredSession, request: continuations.ContinuationRequest,
                        port: Callable[[], HostPort]) -> None:
         where = f"session {session.id} turn {request.turn}"
         delivered = False
@@ -90,7 +90,7 @@ class FollowupDispatcher:
             if not ready:
                 log.info("%s: compression did not succeed; no automatic continuation", where)
                 return
-            if request.id not in {r.id for r in session.handoffs.awaiting()}:
+            if request.id not in {r.id for r in session.continuations.awaiting()}:
                 log.info("%s: continuation %s no longer awaited (delivered or superseded)", where, request.id)
                 return
             host = port()
@@ -119,7 +119,7 @@ class FollowupDispatcher:
     def _in_flight(self, session: MirroredSession) -> dict[str, tuple[str, int]]:
         """Follow-ups queued (by this process, or by an earlier one as the log shows) that no
         step has taken in yet: message id -> (request id, hand-off turn)."""
-        ledger = session.handoffs
+        ledger = session.continuations
         mine = self._queued.get(session.id, {})
         for message_id in [m for m, q in mine.items() if q[0] in ledger.claimed or (session.id, m) in self._withheld]:
             del mine[message_id]  # taken in, or withheld: no longer in flight
@@ -135,14 +135,14 @@ class FollowupDispatcher:
         and its hand-off turn is still compressing, wait (bounded) for that compression."""
         if step != 1 or not enabled(config):
             return
-        for _, handoff_turn in self._in_flight(session).values():
-            job = self._turns.jobs.get((session.id, handoff_turn))
-            if handoff_turn < turn and job is not None and not job.ready.is_set():
+        for _, request_turn in self._in_flight(session).values():
+            job = self._turns.jobs.get((session.id, request_turn))
+            if request_turn < turn and job is not None and not job.ready.is_set():
                 try:
                     await asyncio.wait_for(job.ready.wait(), config.turns.landingWaitS)
                 except asyncio.TimeoutError:
                     log.info("session %s turn %d: hand-off turn %d still compressing after %.0fs", session.id, turn,
-                             handoff_turn, config.turns.landingWaitS)
+                             request_turn, config.turns.landingWaitS)
 
     def withheld(self, session: MirroredSession, turn: int, step: int, deferred: bool) -> list[str]:
         """After a first pre-step's landings: the follow-ups this step must not take in, because
@@ -151,28 +151,28 @@ class FollowupDispatcher:
         if step != 1:
             return []
         out = []
-        for message_id, (_, handoff_turn) in self._in_flight(session).items():
-            if handoff_turn >= turn or self._carried(session, handoff_turn, turn, deferred):
+        for message_id, (_, request_turn) in self._in_flight(session).items():
+            if request_turn >= turn or self._carried(session, request_turn, turn, deferred):
                 continue
             log.warning("session %s turn %d: hand-off turn %d did not land compressed; its automatic continuation "
-                        "is withheld (no follow-up on the raw turn)", session.id, turn, handoff_turn)
+                        "is withheld (no follow-up on the raw turn)", session.id, turn, request_turn)
             self._withheld.add((session.id, message_id))
             out.append(message_id)
         return out
 
-    def _carried(self, session: MirroredSession, handoff_turn: int, turn: int, deferred: bool) -> bool:
+    def _carried(self, session: MirroredSession, request_turn: int, turn: int, deferred: bool) -> bool:
         """Whether the step about to run sees the hand-off turn compressed (or in a checkpoint)."""
         index = session.log.index
-        if not index.turn_nodes(handoff_turn):
+        if not index.turn_nodes(request_turn):
             return True  # a checkpoint holds it: not the raw turn
-        job = self._turns.jobs.get((session.id, handoff_turn))
+        job = self._turns.jobs.get((session.id, request_turn))
         if job is not None:
             if job.landing == "landed":
                 return True
-            if deferred and handoff_turn == turn - 1 and job.finished and not job.landed.is_set():
+            if deferred and request_turn == turn - 1 and job.finished and not job.landed.is_set():
                 return job.landable_in_step(turn, 1)
             return False
-        return handoff_turn in index.landed and not index.has_raw_reasoning(handoff_turn)
+        return request_turn in index.landed and not index.has_raw_reasoning(request_turn)
 
     async def close(self) -> None:
         for task in list(self._tasks):

@@ -1,10 +1,10 @@
-"""What the append-only log says about long-turn hand-offs (design D-013). Pure.
+"""What the append-only log says about long-turn continuation. Pure.
 
 - The open turn's work is counted in its append-origin model-visible nodes still on the
   surface; runtime-context snapshots, checkpoints and turn-memory landings are not work.
 - The highest milestone already shown in the open turn is read back from the host's
   durable runtime-context snapshots, which keep each named section's text.
-- Continuation requests and their follow-ups are folded by `host.handoffs`.
+- Continuation requests and their follow-ups are folded by `host.continuations`.
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from turn_memory.devtools.runtime import Runtime
-from turn_memory.host.dialect import RC8, V02, Dialect
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import dialect_for_version
 from turn_memory.install.layout import deep_merge
 from turn_memory.install.patchyaml import dump, load
 from turn_memory.logs.reader import read_session_log, session_log_for
@@ -106,7 +107,7 @@ class DshHome:
 
     @property
     def dialect(self) -> Dialect:
-        return V02 if self.runtime.host == "v021" else RC8
+        return dialect_for_version(self.runtime.version)
 
     @property
     def generic_route(self) -> bool:

@@ -23,7 +23,8 @@ from typing import Any, BinaryIO
 import orjson
 import zstandard
 
-from turn_memory.host.dialect import RC8, SNAPSHOT_PLUGIN
+from turn_memory.host.dialect import SNAPSHOT_PLUGIN
+from turn_memory.host.dialects import RC8
 from turn_memory.host.markers import marker_source
 
 #: message ids; reseeded per log so that a seed always writes the same bytes

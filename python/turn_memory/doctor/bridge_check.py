@@ -22,6 +22,7 @@ from typing import Any
 
 from turn_memory.config import config_problems, fix_options
 from turn_memory.doctor.findings import Finding, fail, ok
+from turn_memory.host.dialects import DIALECTS
 
 READY = "TURN_MEMORY_READY"
 PROTOCOL = 1
@@ -83,10 +84,10 @@ def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[s
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
         sock.connect(bound)
+        claimed = DIALECTS[0]  # the handshake checks the config whatever the dialect
         return _call(sock, f"h{len(sockets)}", "hello", {
-            "protocol": PROTOCOL, "dshVersion": "0.1.0-rc.8", "dialect": "rc8", "secret": secret, "pid": os.getpid(),
-            "checkpointSource": {"kind": "plugin", "plugin": "compact", "compactionId": "probe"},
-            "config": dict(config)})
+            "protocol": PROTOCOL, "dshVersion": claimed.tested_versions[0], "dialect": claimed.name, "secret": secret,
+            "pid": os.getpid(), "checkpointSource": claimed.checkpoint_source("probe"), "config": dict(config)})
 
     try:
         bound = _read_ready(proc, timeout_s)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from turn_memory.doctor.findings import Finding, fail, ok, warn
-from turn_memory.host.dialect import dialect_for_version
+from turn_memory.host.dialects import dialect_for_version
 from turn_memory.install.layout import BASIC_ENGINE, OUR_PACKAGE, OUR_ROW_ID, iter_rows
 from turn_memory.install.patchyaml import load_entry_list
 from turn_memory.install.fix_commands import Invocation
@@ -52,10 +52,6 @@ def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocati
     return fail("node", problem + where, FIX)
 
 
-#: the DSH versions the e2e suite boots for real
-TESTED_HOSTS = ("0.1.0-rc.8", "0.2.1-rc.2")
-
-
 def check_dsh(dsh: Dsh | None, why_missing: str | None, cached: Mapping[str, Path],
               inv: Invocation) -> tuple[Finding, str | None]:
     """`dsh --version` and the host dialect turn-memory speaks with it."""
@@ -74,14 +70,13 @@ def check_dsh(dsh: Dsh | None, why_missing: str | None, cached: Mapping[str, Pat
                            f"{(result.stderr or result.stdout).strip()[-300:]}",
                     "reinstall DSH, or pass --dsh PATH to a working dsh"), None
     try:
-        dialect = dialect_for_version(version).name
+        dialect = dialect_for_version(version)
     except ValueError:
         return warn("dsh", f"dsh {version} at {dsh.location.path}: version not recognised; the shim will probe "
                            "the dialect at runtime"), version
-    tested = " (tested end to end)" if version in TESTED_HOSTS else (
-        " (supported by contract: 0.2.0-rc.2 is DSH Desktop's)" if version == "0.2.0-rc.2" else "")
+    support = dialect.support(version)
     return ok("dsh", f"dsh {version} at {dsh.location.path} (found via {dsh.location.how}); "
-                     f"{dialect} dialect{tested}"), version
+                     f"{dialect.name} dialect{f' ({support})' if support else ''}"), version
 
 
 def our_rows(tree: Sequence[Any]) -> tuple[list[Any], list[Any]]:

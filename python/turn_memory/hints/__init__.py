@@ -1,4 +1,5 @@
-"""Thought hints (design D-014): a one-shot small-model index of each long reasoning block.
+"""Thought hints (docs/decisions.md#long-thoughts-get-hints): a one-shot small-model index of each long
+reasoning block.
 
 `detect` finds the blocks (live stream block-ends, durable assistant messages), `client`
 makes the request (DSH's llm service or an OpenAI-compatible endpoint), and `service`

@@ -1,7 +1,7 @@
 """The one-shot hint request: a fixed system prompt plus the reasoning as the only message.
 
 No tools, no history, no ids: the request is the same for the same thought, wherever it
-came from, so a provider can reuse the cached system-prompt prefix (D-014). Two routes:
+came from, so a provider can reuse the cached system-prompt prefix. Two routes:
 DSH's own llm service through the shim (default: the session's own provider and model),
 or any OpenAI-compatible endpoint through the `openai` client when `baseUrl` is set.
 """

@@ -4,7 +4,8 @@ Started live when the host's stream closes a long reasoning block, and otherwise
 turn's durable assistant messages (at turn end, or when a job starts after a restart). A
 block is requested at most once while its turn is pending; the job takes the turn's hints
 (waiting, bounded) and they are dropped with the job. A failed, slow or empty hint is
-logged and simply missing: the raw reasoning stays the worker's full source (D-014).
+logged and simply missing: the raw reasoning stays the worker's full source
+(docs/decisions.md#long-thoughts-get-hints).
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ class HintService:
     def start_missing(self, session: MirroredSession, turn: int, port: HostPort,
                       config: ThoughtHintsConfig) -> list[ReasoningBlock]:
         """Start hints for the turn's long durable blocks not started yet; returns those blocks."""
-        log_ = session.log
-        blocks = long_blocks(durable_blocks(log_.events, turn, log_.index.turn_span(turn)), config.minimumChars)
+        session_log = session.log
+        durable = durable_blocks(session_log.events, turn, session_log.index.turn_span(turn))
+        blocks = long_blocks(durable, config.minimumChars)
         for block in blocks:
             self.start(session, block, port, config, "from the durable message")
         return blocks

@@ -1,4 +1,5 @@
-"""`read_session_history` (design D-017): the caller's own original turns, read back from the
+"""`read_session_history` (docs/decisions.md#the-original-turns-can-be-read-back): the caller's own original
+turns, read back from the
 append-only log after turn-memory has compressed them.
 
 Three forms: a paged catalog of completed turns (sizes, whether turn-memory landed), one

@@ -1,5 +1,5 @@
 """Content blocks as text a worker reads: tool calls, tool results and images rendered as
-canonical markers (design D-010). Pure; turn workers, session workers and
+canonical markers. Pure; turn workers, session workers and
 read_session_history all render blocks this way."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from turn_memory.host.images import ImageRef, markers_in
 
 
 def image_marker(block: dict[str, Any]) -> str:
-    """The canonical lazy marker of an image block (design D-010)."""
+    """The canonical lazy marker of an image block (docs/decisions.md#images-fold-into-markers-that-can-be-reopened)."""
     ref = ImageRef.from_block(block)
     # a block without a usable ref cannot be read back: say so instead of inventing an id
     return ref.marker if ref is not None else "[image block without an attachment reference]"

@@ -1,27 +1,27 @@
-"""The only place that knows DSH 0.1.0-rc.8 from 0.2.x (0.2.1-rc.2 is the real v02 host).
+"""What a DSH session contract is, as answers to questions (`Dialect`), and the source
+recognisers every host shares. Pure.
 
-Planners never branch on a version string: they ask a `Dialect` for capabilities
+Planners never branch on a host or a version string: they ask a `Dialect` for capabilities
 ("may an assistant/message replace?") and for host-shaped pieces (replace op, message
 sources, checkpoint source, assistant data, tool-result message). Everything a plan
 appends is built here, so a plan is host-shaped by construction and the shim appends it
-verbatim.
+verbatim. Each host version's answers are one module in `host/dialects/`, which also picks
+the dialect of a running host.
 
 Recognisers (`is_runtime_context`, `is_plugin_source`, `is_checkpoint_source`, …) accept
-both hosts' spellings of a source: a v02 log lifted from a released v3 log carries exactly
-the v02 form (dsh-session-format-v3-to-v4 `rewritePluginSource`: `{kind:'plugin',
-plugin:X, …}` becomes `{kind:'plugin:X', …}`, with renames for host producers), and an rc8
-log never holds a v02 form, so accepting both can never misread either log.
+both spellings of a source: a format v4 log lifted from a released v3 log carries exactly
+the v4 form (dsh-session-format-v3-to-v4 `rewritePluginSource`: `{kind:'plugin',
+plugin:X, …}` becomes `{kind:'plugin:X', …}`, with renames for host producers), and a v3
+log never holds a v4 form, so accepting both can never misread either log.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from turn_memory.host.known_events import KNOWN_EVENT_TYPES_RC8, KNOWN_EVENT_TYPES_V02
-
-DialectName = Literal["rc8", "v02"]
+from turn_memory.host.json_values import is_seq
 
 #: rc8's runtime-context snapshot author; format v4 renames it to kind 'runtime-context'
 #: (dsh-session-format-v3-to-v4 RENAMED_PRODUCERS)
@@ -86,69 +86,94 @@ def producer_of(source: Any) -> str | None:
     return kind if isinstance(kind, str) and kind else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Dialect:
-    name: DialectName
-    #: keys of the positional replace op, besides "op"
+    """Everything turn-memory needs to know about one DSH session contract, as answers to
+    questions. Every field must be given: a dialect module (`host/dialects/`) answers each one."""
+
+    # -- which hosts speak it --------------------------------------------------------------
+    name: str
+    #: the first DSH version that speaks this dialect (`dialects.dialect_for_version`)
+    first_version: tuple[int, int, int]
+    #: versions every end-to-end test runs on, and versions covered only by contract (the
+    #: same session code as a tested one), each with why
+    tested_versions: tuple[str, ...]
+    contract_versions: tuple[tuple[str, str], ...]
+    #: dsh-session's SESSION_FORMAT_VERSION (the shim's probe reports it)
+    session_format_version: int
+    #: the session log's file name before `.jsonl[.zstd]` (dsh-session-persistence-jsonl)
+    log_file_stem: str
+    # -- what the host's session code accepts ----------------------------------------------
+    #: keys of the positional replace op, besides "op" (the shim's probe tells hosts apart by them)
     replace_keys: tuple[str, str]
     #: event types that may enter the surface
     surface_event_types: frozenset[str]
-    #: rc8: an assistant/message may carry sourceEventSeqs (empty allowed) and so replace a span
+    #: every event type the host can read back from its log (a plan may append only these:
+    #: an unknown type makes the log unreadable on the next start)
+    known_event_types: frozenset[str]
+    #: an assistant/message may carry sourceEventSeqs (empty allowed) and so replace a span
     assistant_may_replace: bool
-    #: v02: assistant/message data must carry `stream: []` or the log will not reload
+    #: an assistant/message may carry sourceEventSeqs at all (an empty list included)
+    assistant_may_cite_sources: bool
+    #: assistant/message data must carry `stream: []` or the log will not reload
     assistant_requires_stream: bool
     #: role of the message inside a tool/result event
     tool_result_role: str
-    #: v02: node 0 may be a system/message that only a system/message can replace
+    #: a tool/result message is first-class `{role:'tool', toolCallId, isError?, content:
+    #: blocks}`; otherwise one `tool-result` block of a user-role message wraps the blocks
+    first_class_tool_results: bool
+    #: node 0 may be a system/message that only a system/message can replace
     protects_system_head: bool
-    known_event_types: frozenset[str]
-    #: rc8: an assistant/message may carry sourceEventSeqs (an empty list included);
-    #: v02 refuses the field on assistant/message outright
-    assistant_may_cite_sources: bool = True
-    #: v02: replace endpoints are checked to be earlier than the replacing event's seq
-    replace_endpoints_precede_event: bool = False
-    #: v02: reload checks assistant/message turn/step are non-negative safe integers
-    assistant_turn_step_checked: bool = False
-    #: rc8: loading migrates pre-react-loop turn/start / turn/end shapes and refuses malformed
-    #: ones (v02's loader has no such upgrade path for native v4 rows)
-    turn_shapes_checked: bool = True
+    #: a system/message's source kind (dsh-session assertMessageEventShape); None: no such message
+    system_source_kind: str | None
+    #: every message source must name its producer; `kind:'plugin'` is retired and refused
+    #: when persisted (format v4, dsh-session-format-v3-to-v4 message-sources)
+    producer_owned_sources: bool
+    #: replace endpoints are checked to be earlier than the replacing event's seq
+    replace_endpoints_precede_event: bool
+    #: session.append itself runs the event-data rules (validateSessionEventData)
+    event_data_checked_on_append: bool
+    #: reload checks assistant/message turn/step are non-negative safe integers
+    assistant_turn_step_checked: bool
+    #: loading migrates pre-react-loop turn/start / turn/end shapes and refuses malformed ones
+    turn_shapes_checked: bool
+    #: reload checks request/header `reason` (dsh-session assertCurrentLlmShape)
+    request_header_reason_checked: bool
+    #: reload checks the turn/step/tool-call/compaction lifecycle
+    #: (dsh-session-format-v3-to-v4 Relationships); see `host/lifecycle.py`
+    lifecycle_checked: bool
+    # -- how the agent loop treats context -------------------------------------------------
     #: {field: value} matchers of the host's own runtime-context snapshot message source
-    snapshot_sources: tuple[dict[str, str], ...] = ()
-    #: v02: runtime-context sections the host keeps under a scope's suppressor (registered
-    #: `required`, dsh-system-prompt assemble/refreshContext): a worker scope shadows each (D-018)
-    required_context_sections: tuple[str, ...] = ()
-    #: v02: the loop projects the runtime-context snapshot again inside the step, at the
+    snapshot_sources: tuple[dict[str, str], ...]
+    #: runtime-context sections the host keeps under a scope's suppressor (registered
+    #: `required`, dsh-system-prompt assemble/refreshContext): a worker scope shadows each
+    #: (docs/decisions.md#workers-are-isolated)
+    required_context_sections: tuple[str, ...]
+    #: the loop projects the runtime-context snapshot again inside the step, at the
     #: pre-step's snapshot slot or else after the step's input (dsh-agent-loop step()): a
     #: dropped slot puts it after a worker's task, so a worker keeps the slot ahead of it
-    snapshot_projected_in_step: bool = False
-    #: v02: the loop forgets a retained runtime-context snapshot that a replacement cites and
+    snapshot_projected_in_step: bool
+    #: the loop forgets a retained runtime-context snapshot that a replacement cites and
     #: projects it again before the next request (dsh-agent-loop RuntimeContextProjection)
-    reemits_shadowed_snapshot: bool = False
-    #: v02: a tool/result message is first-class `{role:'tool', toolCallId, isError?, content:
-    #: blocks}`; rc8 wraps the blocks in one `tool-result` block of a user-role message
-    first_class_tool_results: bool = False
-    #: v02 (format v4): every message source must name its producer; `kind:'plugin'` is
-    #: retired and refused when persisted (dsh-session-format-v3-to-v4 message-sources)
-    producer_owned_sources: bool = False
-    #: v02: a system/message's source kind (dsh-session assertMessageEventShape)
-    system_source_kind: str | None = None
-    #: v02: session.append itself runs the event-data rules (validateSessionEventData)
-    event_data_checked_on_append: bool = False
-    #: v02: reload checks request/header `reason` (dsh-session assertCurrentLlmShape)
-    request_header_reason_checked: bool = False
-    #: v02: reload checks the turn/step/tool-call/compaction lifecycle
-    #: (dsh-session-format-v3-to-v4 Relationships); see `host/lifecycle.py`
-    lifecycle_checked: bool = False
+    reemits_shadowed_snapshot: bool
+
+    def support(self, version: str) -> str:
+        """How this project covers `version` of the host, in words ('' for neither)."""
+        if version in self.tested_versions:
+            return "tested end to end"
+        why = dict(self.contract_versions).get(version)
+        return f"supported by contract: {why}" if why else ""
 
     @property
     def plugin_steps(self) -> bool:
         """May a plan open its own step/start … step/end to hold assistant nodes?
 
-        rc8: yes (nothing numbers steps on reload). v02: no. Reload requires each turn's steps
-        to be numbered 1, 2, … (Relationships step/start), while the agent loop numbers its
-        own steps in memory (dsh-agent-loop/lib/index.js:955 `step = phase.step + 1`): any
-        step a plugin opens breaks the loop's next step/start on reload. On v02 assistant
-        and tool-result nodes can only be appended inside a step the loop opened.
+        Only where reload does not check the lifecycle (rc8: nothing numbers steps on reload).
+        A lifecycle-checked reload (v02) requires each turn's steps to be numbered 1, 2, …
+        (Relationships step/start), while the agent loop numbers its own steps in memory
+        (dsh-agent-loop/lib/index.js:955 `step = phase.step + 1`): any step a plugin opens
+        breaks the loop's next step/start on reload, so there assistant and tool-result nodes
+        can only be appended inside a step the loop opened.
         """
         return not self.lifecycle_checked
 
@@ -162,7 +187,7 @@ class Dialect:
         if not isinstance(op, dict) or set(op) != {"op", *self.replace_keys} or op.get("op") != "replace":
             return None
         a, b = (op[k] for k in self.replace_keys)
-        if not (_is_seq(a) and _is_seq(b)):
+        if not (is_seq(a) and is_seq(b)):
             return None
         return a, b
 
@@ -261,79 +286,3 @@ class Dialect:
         else:
             out["content"][0]["content"] = blocks
         return out
-
-
-def _is_seq(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53 - 1
-
-
-RC8 = Dialect(
-    name="rc8",
-    replace_keys=("start", "end"),
-    surface_event_types=frozenset({"user/message", "assistant/message", "tool/result"}),
-    assistant_may_replace=True,
-    assistant_requires_stream=False,
-    tool_result_role="user",
-    protects_system_head=False,
-    known_event_types=KNOWN_EVENT_TYPES_RC8,
-    snapshot_sources=({"kind": "plugin", "plugin": "@deepseek-ai/dsh-system-prompt"},),
-)
-
-V02 = Dialect(
-    name="v02",
-    replace_keys=("startSeq", "endSeq"),
-    surface_event_types=frozenset(
-        {"system/message", "developer/message", "user/message", "assistant/message", "tool/result"}
-    ),
-    assistant_may_replace=False,
-    assistant_requires_stream=True,
-    tool_result_role="tool",
-    protects_system_head=True,
-    known_event_types=KNOWN_EVENT_TYPES_V02,
-    assistant_may_cite_sources=False,
-    replace_endpoints_precede_event=True,
-    assistant_turn_step_checked=True,
-    turn_shapes_checked=False,
-    snapshot_sources=({"kind": "runtime-context"},),
-    required_context_sections=("working-directory:current",),
-    snapshot_projected_in_step=True,
-    reemits_shadowed_snapshot=True,
-    first_class_tool_results=True,
-    producer_owned_sources=True,
-    system_source_kind="system-prompt",
-    event_data_checked_on_append=True,
-    request_header_reason_checked=True,
-    lifecycle_checked=True,
-)
-
-DIALECTS: dict[str, Dialect] = {"rc8": RC8, "v02": V02}
-
-
-def dialect_for_host(replace_keys: object, claimed: str | None = None) -> Dialect:
-    """The dialect whose replace op a real session of this host accepted (the shim's probe).
-
-    Exactly one dialect must match; a claimed dialect (doctor, tests) is used only when the
-    client sent no probe. Raises ValueError when neither decides.
-    """
-    if isinstance(replace_keys, list):
-        matches = [d for d in DIALECTS.values() if "/".join(d.replace_keys) in replace_keys]
-        if len(matches) == 1:
-            return matches[0]
-        raise ValueError(f"the host accepted replace ops {replace_keys}: no single known dialect matches")
-    if replace_keys:  # the probe itself failed: say why
-        raise ValueError(f"the host probe failed: {replace_keys}")
-    if claimed in DIALECTS:
-        return DIALECTS[claimed]
-    raise ValueError("the client sent neither a host probe nor a dialect")
-
-
-def dialect_for_version(version: str) -> Dialect:
-    """0.1.x hosts speak rc8; 0.1.5+ and 0.2.x speak the v02 surface contract (design D-019)."""
-    parts = version.split("-")[0].split(".")
-    try:
-        major, minor, patch = (int(p) for p in parts[:3])
-    except ValueError as exc:
-        raise ValueError(f"unrecognised DSH version {version!r}") from exc
-    if (major, minor) == (0, 1) and patch < 5:
-        return RC8
-    return V02

@@ -6,10 +6,11 @@ Two kinds live here:
 - reload-time: the event envelope, request-header and message shapes, the known-type gate
   and, on v02, the format v4 row rules (`format_v4`). Live `append` skips these, but
   loading the log later runs them and refuses the whole session, so a landing must satisfy
-  them too (dsh-hosts.md "Reload traps").
+  them too (docs/decisions.md#never-corrupt-or-block-a-session).
 
 Each check returns a `Violation` (rule id, human text) or None; callers add the context.
-rc8 rules were written from the survey and the rc8 behaviour; v02 rules follow
+rc8 rules were written from `@deepseek-ai/dsh-session@0.1.0-rc.8` and its observed
+behaviour; v02 rules follow
 `@deepseek-ai/dsh-session@0.2.1-rc.2` lib/index.js (cited per check).
 """
 
@@ -20,27 +21,11 @@ from typing import Any
 
 from turn_memory.host import format_v4
 from turn_memory.host.dialect import Dialect
+from turn_memory.host.json_values import is_nonempty_str, is_safe_int, is_seq
 from turn_memory.host.violation import Violation
-
-__all__ = ["Violation"]
-
-MAX_SAFE_INTEGER = 2**53 - 1
 
 #: envelope keys a stored event may carry; anything else makes the log unreadable
 ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"})
-
-
-def is_safe_int(value: Any) -> bool:
-    # bool is an int subclass in Python but a distinct JSON type
-    return isinstance(value, int) and not isinstance(value, bool) and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-
-
-def is_seq(value: Any) -> bool:
-    return is_safe_int(value) and value >= 0
-
-
-def is_nonempty_str(value: Any) -> bool:
-    return isinstance(value, str) and value != ""
 
 
 # -- append-time -------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
+from turn_memory.host.json_values import is_nonempty_str, is_seq
 from turn_memory.host.violation import Violation
 
 _TOOL_CHANGE = ("tool-addition", "tool-removal")
@@ -26,17 +27,8 @@ def _obj(value: Any) -> bool:
     return isinstance(value, dict)
 
 
-def _count(value: Any) -> bool:
-    """sessionFormatCount: a non-negative safe integer."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53 - 1
-
-
 def _positive(value: Any) -> bool:
-    return _count(value) and value > 0
-
-
-def _nonempty(value: Any) -> bool:
-    return isinstance(value, str) and value != ""
+    return is_seq(value) and value > 0
 
 
 def _slot_messages(event: dict[str, Any], *, row: bool) -> Iterator[Any]:
@@ -62,7 +54,7 @@ def _tool_change_violation(block: Any, developer: bool) -> Violation | None:
         return None
     if not developer:
         return Violation("developer-role", f"format v4 {block['type']} requires developer role")
-    if not _nonempty(block.get("toolName")):
+    if not is_nonempty_str(block.get("toolName")):
         return Violation("v4-developer", f"format v4 {block['type']} requires a nonempty toolName")
     if block["type"] == "tool-addition" and "tool" in block:
         return Violation("v4-developer", "format v4 tool-addition must omit inline tool definitions")
@@ -90,11 +82,11 @@ def developer_violation(event: dict[str, Any]) -> Violation | None:
         if (found := _content_tool_changes(message.get("content"), True)) is not None:
             return found
         source = message.get("source")
-        if not (_nonempty(message.get("id")) and isinstance(message.get("content"), list) and _obj(source)
-                and _nonempty(source.get("kind")) and source.get("kind") != "plugin"):
+        if not (is_nonempty_str(message.get("id")) and isinstance(message.get("content"), list) and _obj(source)
+                and is_nonempty_str(source.get("kind")) and source.get("kind") != "plugin"):
             return Violation("v4-developer", "format v4 developer message requires id, role, content, and a producer-owned source")
         additions = any(_obj(b) and b.get("type") == "tool-addition" for b in message["content"])
-        if additions and not _count(data.get("headerSeq")):
+        if additions and not is_seq(data.get("headerSeq")):
             return Violation("v4-developer", "developer/message headerSeq must be a count")
         if not additions and "headerSeq" in data:
             return Violation("v4-developer", "format v4 developer/message must omit headerSeq without tool additions")
@@ -136,7 +128,7 @@ def message_sources_violation(event: dict[str, Any]) -> Violation | None:
             return Violation("message-shape", f"{etype} requires an array of message objects")
     for message in _slot_messages(event, row=False):
         source = message.get("source") if _obj(message) else None
-        if not (_obj(source) and _nonempty(source.get("kind")) and source.get("kind") != "plugin"):
+        if not (_obj(source) and is_nonempty_str(source.get("kind")) and source.get("kind") != "plugin"):
             return Violation("retired-source" if _obj(source) and source.get("kind") == "plugin" else "message-source",
                              "format v4 message requires a producer-owned source kind")
     return None
@@ -204,9 +196,9 @@ def retired_syntax_violation(event: dict[str, Any]) -> Violation | None:
 
 
 def _image_ok(attachment: Any) -> bool:
-    if not _obj(attachment) or not _nonempty(attachment.get("attachmentId")):
+    if not _obj(attachment) or not is_nonempty_str(attachment.get("attachmentId")):
         return False
-    if attachment.get("mediaType") not in _IMAGE_TYPES or not _count(attachment.get("bytes")):
+    if attachment.get("mediaType") not in _IMAGE_TYPES or not is_seq(attachment.get("bytes")):
         return False
     if not (_positive(attachment.get("width")) and _positive(attachment.get("height"))):
         return False
@@ -225,16 +217,16 @@ def system_fields_violation(event: dict[str, Any]) -> Violation | None:
     if not (_obj(data) and _positive(data.get("turn")) and _positive(data.get("step"))):
         return bad
     message = data.get("message")
-    if not (_obj(message) and _nonempty(message.get("id")) and message.get("role") == "system"
+    if not (_obj(message) and is_nonempty_str(message.get("id")) and message.get("role") == "system"
             and isinstance(message.get("content"), list)):
         return bad
     for block in message["content"]:
-        if not (_obj(block) and _nonempty(block.get("type"))):
+        if not (_obj(block) and is_nonempty_str(block.get("type"))):
             return bad
         kind = block["type"]
         if kind in ("text", "reasoning") and not isinstance(block.get("text"), str):
             return bad
-        if kind == "tool-call" and not (_nonempty(block.get("id")) and _nonempty(block.get("name"))
+        if kind == "tool-call" and not (is_nonempty_str(block.get("id")) and is_nonempty_str(block.get("name"))
                                         and isinstance(block.get("arguments"), str)):
             return bad
         if kind == "image" and not _image_ok(block.get("attachment")):
@@ -256,12 +248,12 @@ def tool_result_violation(event: dict[str, Any]) -> Violation | None:
         return Violation("v4-tool-result", "format v4 tool/result data and message must be objects")
     message = data["message"]
     source = message.get("source")
-    if not _nonempty(message.get("id")):
+    if not is_nonempty_str(message.get("id")):
         return Violation("message-id", "format v4 tool/result requires a first-class message with a string id")
     if message.get("role") != "tool":
         return Violation("message-role", "format v4 tool/result requires a tool-role message")
     call_id = message.get("toolCallId")
-    if not _nonempty(call_id) or not _obj(source) or source.get("callId") != call_id:
+    if not is_nonempty_str(call_id) or not _obj(source) or source.get("callId") != call_id:
         return Violation("tool-call-id", "format v4 tool/result requires toolCallId matching its tool source")
     if source.get("kind") != "tool":
         return Violation("message-source", "format v4 tool/result requires a tool source")

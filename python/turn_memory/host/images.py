@@ -1,4 +1,5 @@
-"""Images in the session log and their lazy `<memory-image …/>` markers (design D-010).
+"""Images in the session log and their lazy `<memory-image …/>` markers
+(docs/decisions.md#images-fold-into-markers-that-can-be-reopened).
 
 rc8's ImageBlock is `{type: 'image', attachment: ImageAttachmentRef}` with the ref
 `{attachmentId, mediaType, bytes, width, height, name?}`; the bytes live in the attachment

@@ -17,6 +17,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from turn_memory.host.json_values import is_seq
 from turn_memory.host.violation import Violation
 
 #: events that belong to an open step (Relationships STEP_EVENT_TYPES)
@@ -33,10 +34,6 @@ _NOT_STARTED_TEXT = "The tool call was interrupted before the Harness recorded i
 class SurfaceView(Protocol):
     def index(self, seq: int) -> int | None: ...
     def span(self, start_idx: int, end_idx: int) -> list[int]: ...
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**53 - 1
 
 
 @dataclass
@@ -204,7 +201,7 @@ class Lifecycle:
         if not isinstance(rng, dict) or not isinstance(seqs, list):
             return bad
         start, end = rng.get("start"), rng.get("end")
-        if not (_count(start) and _count(end) and start < event["seq"] and end < event["seq"]):
+        if not (is_seq(start) and is_seq(end) and start < event["seq"] and end < event["seq"]):
             return bad
         i, j = surface.index(start), surface.index(end)
         if i is None or j is None or j < i or surface.span(i, j) != seqs:
@@ -223,7 +220,7 @@ class Lifecycle:
         if self.compaction is not None:
             return Violation("lifecycle-compaction", "compaction/start overlaps an open compaction")
         owner = data.get("turn", "missing")
-        if not (owner is None or _count(owner)) or owner != self.turn:
+        if not (owner is None or is_seq(owner)) or owner != self.turn:
             return Violation("lifecycle-compaction", f"compaction/start turn {owner!r} does not match the open turn {self.turn!r}")
         cid = data.get("compactionId")
         if not isinstance(cid, str) or not cid:

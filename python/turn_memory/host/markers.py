@@ -13,27 +13,36 @@ append-only log, not the surface. Markers are recognised in both spellings.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
-from turn_memory.host.dialect import OUR_PLUGIN as PLUGIN, Dialect, is_human_source, is_plugin_source
-# recognised in host.turn_index, which keeps the turns with each marker as the log grows
-from turn_memory.host.turn_index import Phase, marker_of
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect, is_human_source, is_plugin_source
 
-__all__ = ["CONTINUATION", "PLUGIN", "Phase", "is_host_context", "is_host_context_at", "is_own_source", "marker_of",
-           "marker_source"]
+Phase = Literal["pending", "compression"]
 
 
 def marker_source(dialect: Dialect, phase: Phase, turn: int, **extra: Any) -> dict[str, Any]:
-    return dialect.plugin_source(PLUGIN, phase=phase, turn=turn, **extra)
+    return dialect.plugin_source(OUR_PLUGIN, phase=phase, turn=turn, **extra)
+
+
+def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
+    """(phase, turn) when `event` is a user/message carrying a turn-memory marker."""
+    if event.get("type") != "user/message":
+        return None
+    source = (event.get("data") or {}).get("source") or {}
+    if is_own_source(source):
+        phase, turn = source.get("phase"), source.get("turn")
+        if phase in ("pending", "compression") and isinstance(turn, int) and not isinstance(turn, bool):
+            return phase, turn
+    return None
 
 
 def is_own_source(source: Any) -> bool:
     """A source naming turn-memory, in either host's spelling."""
-    return is_plugin_source(source, PLUGIN)
+    return is_plugin_source(source, OUR_PLUGIN)
 
 
-#: the source key naming the hand-off an automatic continuation follow-up carries (D-013)
-CONTINUATION = "continuation"
+#: the key of an automatic continuation follow-up's message source that names its request
+CONTINUATION_KEY = "continuation"
 
 
 def is_host_context(message: dict[str, Any]) -> bool:
@@ -44,7 +53,7 @@ def is_host_context(message: dict[str, Any]) -> bool:
     if message.get("role") != "user" or not isinstance(source, dict) or not source.get("kind"):
         return False
     if is_own_source(source):
-        return CONTINUATION in source
+        return CONTINUATION_KEY in source
     return not is_human_source(source)
 
 
@@ -57,7 +66,7 @@ def is_host_context_at(events: Sequence[dict[str, Any]], seq: int) -> bool:
     message it cites (`sourceEventSeqs`, what the host records of its origin) is."""
     event = events[seq]
     message = event.get("data") or {}
-    if marker_of(event) is None or CONTINUATION in (message.get("source") or {}):
+    if marker_of(event) is None or CONTINUATION_KEY in (message.get("source") or {}):
         return is_host_context(message)
     cited = [s for s in event.get("sourceEventSeqs") or () if isinstance(s, int) and s < seq
              and events[s]["type"] == "user/message"]

@@ -1,4 +1,4 @@
-"""Long reasoning blocks, the thought hints that index them (D-014), and the hints as the
+"""Long reasoning blocks, the thought hints that index them, and the hints as the
 compression worker reads them: one labelled entry per reasoning block. Pure; the hints
 feature makes them, turn jobs read them.
 

@@ -19,17 +19,17 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.event_shape import (
-    Violation,
     envelope_violation,
     event_data_violation,
-    is_seq,
     json_violation,
     legacy_header_violation,
     reload_violations,
 )
+from turn_memory.host.json_values import is_seq
 from turn_memory.host.lifecycle import Lifecycle
 from turn_memory.host.tokens import estimate_message
 from turn_memory.host.turn_index import TurnIndex
+from turn_memory.host.violation import Violation
 
 Event = dict[str, Any]
 

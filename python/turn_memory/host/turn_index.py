@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Sequence
 
-from turn_memory.host.dialect import OUR_PLUGIN, Dialect, is_plugin_source
+from turn_memory.host.dialect import OUR_PLUGIN, Dialect
+from turn_memory.host.markers import marker_of
 
 #: ("turn", n) | ("checkpoint", seq) | ("loose", seq)
 UnitKey = tuple[str, int]
-Phase = Literal["pending", "compression"]
 
 #: turn-memory lands a compressed turn inside a short step numbered 0 of the open turn
 #: (the agent loop numbers its own steps from 1); nodes appended there belong to the turn
@@ -54,18 +54,6 @@ class LifecycleState:
         """An unmatched start locks compaction, unless a later restart (end-seed) orphaned it."""
         start = self.unmatched_compaction
         return start is not None and not (self.latest_end_seed is not None and self.latest_end_seed > start["seq"])
-
-
-def marker_of(event: dict[str, Any]) -> tuple[Phase, int] | None:
-    """(phase, turn) when `event` is a user/message carrying a turn-memory marker."""
-    if event.get("type") != "user/message":
-        return None
-    source = (event.get("data") or {}).get("source") or {}
-    if is_plugin_source(source, OUR_PLUGIN):
-        phase, turn = source.get("phase"), source.get("turn")
-        if phase in ("pending", "compression") and isinstance(turn, int) and not isinstance(turn, bool):
-            return phase, turn
-    return None
 
 
 def has_reasoning(event: dict[str, Any]) -> bool:

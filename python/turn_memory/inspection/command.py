@@ -15,7 +15,7 @@ from turn_memory.inspection.progress import ProgressBar, wants_bar
 from turn_memory.inspection.report import inspect_log, print_report
 from turn_memory.inspection.sessions import SCHEMA as SESSIONS_SCHEMA
 from turn_memory.inspection.sessions import NoSuchSession, Session, by_id_or_prefix, list_sessions
-from turn_memory.logs.reader import LOG_NAMES, session_log_for
+from turn_memory.logs.reader import LOG_NAMES, SessionLogError, session_log_for
 from turn_memory.paths import expand_path
 
 EXIT_WHOLE = 0
@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         report = inspect_log(path, on_progress=bar)
     except OSError as exc:
         return out.fail(f"cannot read {path}: {exc}", code=EXIT_ERROR)
+    except SessionLogError as exc:
+        return out.fail(str(exc), code=EXIT_ERROR)
     finally:
         if bar is not None:
             bar.close()

@@ -69,7 +69,7 @@ class TurnStats(Unit):
     #: the checkpoint that folded this turn, and the turn's size right before that
     shadowed_by: int | None = None
     folded: tuple[int, int] | None = None
-    #: current surface nodes that still show raw reasoning (a landing must leave none, D-014)
+    #: current surface nodes that still show raw reasoning (a landing must leave none)
     reasoning_nodes: int = 0
 
 

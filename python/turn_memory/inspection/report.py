@@ -11,8 +11,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from turn_memory.host.dialect import RC8, V02, Dialect
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import DIALECTS, dialect_for_log
 from turn_memory.inspection.fold import CheckpointStats, Fold, TurnStats
+from turn_memory.logs.reader import SessionLogError
 from turn_memory.logs.stream import LogStream
 
 SCHEMA = "turn-memory.inspect/1"
@@ -21,7 +23,12 @@ DAMAGE_KINDS = frozenset({"bad-line", "bad-row", "seq-gap"})
 
 
 def dialect_for(path: Path) -> Dialect:
-    return V02 if path.name.startswith("session.v4") else RC8
+    dialect = dialect_for_log(path.name)
+    if dialect is None:
+        known = ", ".join(f"{d.log_file_stem}.jsonl ({d.name})" for d in DIALECTS)
+        raise SessionLogError(f"{path.name}: no DSH dialect turn-memory knows writes this session format "
+                              f"(it reads {known}, each also .zstd)")
+    return dialect
 
 
 def inspect_log(path: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from turn_memory.bridge.protocol import SessionEventsParams, SessionMeta
 from turn_memory.host.dialect import Dialect
-from turn_memory.host.handoffs import HandoffLedger
+from turn_memory.host.continuations import ContinuationLedger
 from turn_memory.host.surface import SessionLog, SurfaceError
 
 log = logging.getLogger("turn_memory.mirror")
@@ -32,7 +32,7 @@ class MirroredSession:
     meta: SessionMeta | None = None
     #: hand-off requests and their follow-ups, kept as the log grows (the log's own
     #: `index` keeps its per-turn facts)
-    handoffs: HandoffLedger = field(default_factory=HandoffLedger)
+    continuations: ContinuationLedger = field(default_factory=ContinuationLedger)
     #: the mirror saw a gap; plans are refused until the shim resends the log
     desynced: bool = False
     #: one job (compaction, turn rewrite) at a time per session
@@ -41,7 +41,8 @@ class MirroredSession:
 
     @property
     def is_user_session(self) -> bool:
-        """User sessions and user lineage forks; not subagents (design D-015)."""
+        """User sessions and user lineage forks; not subagents
+        (docs/decisions.md#user-sessions-are-known-by-their-origin)."""
         meta = self.meta
         return meta is None or (meta.origin != "subagent" and not (meta.delegationDepth or 0) > 0)
 
@@ -78,7 +79,7 @@ class SessionMirror:
                 state = self.sessions[params.sessionId] = MirroredSession(params.sessionId, dialect, peer, SessionLog(dialect))
             # reset in place: running jobs keep their reference and read the fresh log
             state.log, state.meta, state.dialect = SessionLog(dialect), params.meta, dialect
-            state.handoffs = HandoffLedger()
+            state.continuations = ContinuationLedger()
         elif params.start != len(state.log):
             log.error("session %s: gap in the mirror (have %d events, batch starts at %d); resyncing",
                       params.sessionId, len(state.log), params.start)
@@ -92,7 +93,7 @@ class SessionMirror:
                 log.error("session %s: event %s broke the surface model (%s); resyncing", state.id, event.get("seq"), exc)
                 state.desynced = True
                 return None
-            state.handoffs.feed(event)
+            state.continuations.feed(event)
             for problem in problems:
                 log.error("session %s: committed event %s would not reload: %s", state.id, event.get("seq"), problem)
         state.desynced = False

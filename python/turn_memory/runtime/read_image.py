@@ -1,4 +1,5 @@
-"""`read_memory_image({ref})`: reopen an image a `<memory-image …/>` marker stands for (D-010).
+"""`read_memory_image({ref})`: reopen an image a `<memory-image …/>` marker stands for
+(docs/decisions.md#images-fold-into-markers-that-can-be-reopened).
 
 Only images that really appear in the caller's own append-only log are returned (any event,
 shadowed by a landing or a checkpoint or not), so an attachment id is never a bearer token.

@@ -1,4 +1,5 @@
-"""TurnNodeEditor: the host-owned working surface of one completed turn (design D-002/D-003).
+"""TurnNodeEditor: the host-owned working surface of one completed turn
+(docs/decisions.md#workers-edit-a-working-copy).
 
 The worker edits an in-memory copy; the session is untouched until the final surface is
 validated and landed. Originals are `n1…nN`; every accepted replacement gets fresh ids
@@ -191,7 +192,7 @@ class TurnNodeEditor:
         return (new, old) if new > old else None
 
     def image_markers(self) -> list[str]:
-        """The turn's image markers, each of which must survive (design D-010)."""
+        """The turn's image markers, each of which must survive the rewrite."""
         return list(dict.fromkeys(m for original in self.originals for m in original.images))
 
     @property

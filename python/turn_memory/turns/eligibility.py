@@ -1,12 +1,13 @@
-"""Which completed turns get a compression worker, and when (D-001 leaves the policy to the host).
+"""Which completed turns get a compression worker, and when
+(docs/decisions.md#a-turn-gets-a-worker-when-its-rewrite-pays).
 
 Pure. A turn in which the model said nothing (no assistant text) cannot be rewritten into a
-user -> assistant turn without inventing one (D-008): it gets the no-op marker, whatever its
+user -> assistant turn without inventing one: it gets the no-op marker, whatever its
 size (`transcript_problem`). Every other turn is marked pending at turn/end and then *held*
 (raw, pending) until the compression policy (`choose`) finds it worth a worker — alone or
 together with the turns held before it, which then share one worker and land each on its
 own. A held turn keeps its raw reasoning and says so (pending): nothing is left looking
-compressed that is not (D-014, D-015), and recovery redoes a held turn like any pending one.
+compressed that is not, and recovery redoes a held turn like any pending one.
 
 The `value` policy (default) prices a worker against what it saves, in units of one cached
 input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):

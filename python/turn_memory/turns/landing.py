@@ -1,4 +1,5 @@
-"""Turn a validated working surface into one append plan (design D-001, D-003, D-008, D-019).
+"""Turn a validated working surface into one append plan
+(docs/decisions.md#a-finished-turn-is-rewritten-into-fewer-nodes).
 
 Pure. The plan is host-shaped through the dialect and is validated by the surface model
 before it is sent. Landing happens in a pre-step of a later turn (the first one after the
@@ -8,7 +9,8 @@ turn need not be the surface tail any more.
 - 0.1.0-rc.8 (assistant/message may replace): the pure N→M replacement in place — one
   replacement per changed node over its landing slice, citing its semantic sources and
   its slice; unchanged nodes keep their original events.
-- 0.2.x (assistant/message may only be appended): the four modes of D-019, with one
+- 0.2.x (assistant/message may only be appended): the four modes
+  (docs/decisions.md#where-assistants-can-only-be-appended-a-turn-lands-in-one-of-four-ways), with one
   correction from the real 0.2.1 host: mode 3 appends assistant and tool-result nodes,
   which reload only inside a step the agent loop opened (see `Dialect.plugin_steps`); in
   the next turn's pre-step no such step exists, so there mode 3 degrades to mode 4.
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turn_memory.host.dialect import Dialect, is_runtime_context
-from turn_memory.host.markers import CONTINUATION, Phase, marker_source
+from turn_memory.host.markers import CONTINUATION_KEY, Phase, marker_source
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.land import Plan
@@ -98,8 +100,8 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
     """turn/end: mark the turn pending with an exact-content copy of its first user node."""
     event = log.events[first_seq]
     message = copy.deepcopy(event["data"])
-    # a marker copy of an automatic continuation stays host context, not human words (D-013)
-    carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION}
+    # a marker copy of an automatic continuation stays host context, not human words
+    carried = {k: v for k, v in (message.get("source") or {}).items() if k == CONTINUATION_KEY}
     message.update(id=_uuid(), source=marker_source(log.dialect, "pending", turn, **carried))
     sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})
     return Plan([{"type": "user/message", "data": message, "surfaceOp": log.dialect.replace_op(first_seq, first_seq),
@@ -178,7 +180,7 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
     if dialect.assistant_may_replace:
         events, shadowed = _in_place(log, editor, positions, ctx)
     else:
-        events, shadowed = _v02(log, editor, positions, ctx)
+        events, shadowed = _assistants_appended(log, editor, positions, ctx)
     events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
     return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})",
                 kind="turn-landing")
@@ -222,8 +224,11 @@ def _tool_rewrite(log: SessionLog, editor: TurnNodeEditor, node: WorkingNode, po
     return {"type": "tool/result", "data": data, **surface}
 
 
-def _v02(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
-         ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
+def _assistants_appended(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
+                         ctx: LandingContext) -> tuple[list[dict[str, Any]], set[int]]:
+    """A host where an assistant/message can only be appended: in place when only user and tool
+    nodes changed, else the turn's head replaces the whole turn and the rest is appended, else
+    one user checkpoint stands for the turn."""
     dialect = log.dialect
     nodes = editor.nodes
     # mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type; a

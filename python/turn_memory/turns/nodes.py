@@ -56,7 +56,7 @@ def original_nodes(log: SessionLog, seqs: Sequence[int]) -> list[OriginalNode]:
         text, images, reasoning = render_blocks(blocks)
         sources: tuple[int, ...] = (seq,)
         if marker_of(event) is not None:
-            # a marker copy stands for the original user message it replaced (design D-015)
+            # a marker copy stands for the original user message it replaced (its sources name it)
             sources = tuple(sorted({*event.get("sourceEventSeqs", ()), seq}))
         if kind_of_event == "user/message":
             role: Role = "user"

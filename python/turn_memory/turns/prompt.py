@@ -1,4 +1,4 @@
-"""What a turn worker is sent (design D-004, D-018): its fixed system prompt and tools, the
+"""What a turn worker is sent: its fixed system prompt and tools, the
 same for every worker of every turn (a cached prefix), and its task, which holds only the
 turns at hand. Pure apart from reading the prompt files."""
 

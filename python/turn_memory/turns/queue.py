@@ -1,4 +1,4 @@
-"""Per-session scheduling of completed turns to compress (design D-005, D-008).
+"""Per-session scheduling of completed turns to compress.
 
 A turn arrives once per process (turn/end, or recovery) and is *admitted* oldest first: its
 pending marker lands (or its no-op, then it needs nothing more). Each round of admissions

@@ -1,10 +1,11 @@
-"""What a completed turn's durable state says about it (design D-008, D-015). Pure.
+"""What a completed turn's durable state says about it (docs/decisions.md#turns-are-recovered-from-the-log).
+Pure.
 
 - Turns with a `pending` marker and no `compression` marker anywhere in the log were cut
   off between turn/end and landing: redo them.
 - A `compression` marker whose turn still shows raw reasoning on the surface is a stale
   no-op from a reasoning-unaware version: redo it too.
-- A turn that ended with a hand-off still awaiting its automatic continuation (D-013) is
+- A turn that ended with a hand-off still awaiting its automatic continuation is
   redone when it has not landed: the follow-up waits for that landing.
 - Marker-free turns are never backfilled: they predate the plugin (or were never ours) —
   except turns that ended after the shim began watching the session in this process
@@ -13,7 +14,7 @@
 
 from __future__ import annotations
 
-from turn_memory.host.handoffs import HandoffLedger
+from turn_memory.host.continuations import ContinuationLedger
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import TURN_NODE_TYPES
 
@@ -26,15 +27,15 @@ def turn_nodes(log: SessionLog, turn: int) -> list[int]:
 
 
 def turns_to_recover(log: SessionLog, live_from: int | None = None,
-                     handoffs: HandoffLedger | None = None) -> list[int]:
+                     continuations: ContinuationLedger | None = None) -> list[int]:
     """The turns to redo, from the log's index: O(turns), never a pass over the log.
-    `handoffs`: the session's ledger (folded here from the log when not given)."""
+    `continuations`: the session's ledger (folded here from the log when not given)."""
     index = log.index
-    handoffs = handoffs if handoffs is not None else HandoffLedger.of(log.events)
+    continuations = continuations if continuations is not None else ContinuationLedger.of(log.events)
     completed, landed = index.turn_ends, index.landed
     redo = {t for t in index.pending - landed if t in completed}
     if live_from is not None:
         redo.update(t for t in index.ended_since(live_from) if t not in landed)
-    redo.update(r.turn for r in handoffs.awaiting() if r.turn not in landed)
+    redo.update(r.turn for r in continuations.awaiting() if r.turn not in landed)
     redo.update(t for t in landed if t in completed and index.has_raw_reasoning(t))
     return sorted(redo)

@@ -6,7 +6,8 @@ finished job writes what its landing needs — the editor's working nodes, the t
 positions, and what they were computed on — to
 `$DSH_HOME/turn-memory/results/<session>/<turn>.json` (written whole or not at all), and
 recovery rebuilds the landing from it without a worker. A sidecar, never a session event:
-an event type DSH does not know makes the log unreadable on the next start (survey §3.4, §9).
+an event type DSH does not know makes the log unreadable on the next start
+(docs/decisions.md#only-event-types-the-host-knows).
 
 A record only stands while the surface it replaces is exactly as it was: the same positions
 are the turn's current nodes, and a digest of those events (seqs, types, content, provenance)
@@ -33,11 +34,11 @@ log = logging.getLogger("turn_memory.turns")
 VERSION = 1
 
 
-def span_digest(log_: SessionLog, positions: Sequence[int]) -> str:
+def span_digest(session_log: SessionLog, positions: Sequence[int]) -> str:
     """A digest of the surface events a landing replaces, as the log holds them."""
     digest = hashlib.sha256()
     for seq in positions:
-        event = log_.events[seq]
+        event = session_log.events[seq]
         body = {k: event.get(k) for k in ("seq", "type", "data", "surfaceOp", "sourceEventSeqs")}
         digest.update(json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode())
     return digest.hexdigest()
@@ -112,25 +113,25 @@ class ResultStore:
         return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
 
 
-def make_record(log_: SessionLog, session_id: str, turn: int, positions: Sequence[int], nodes: list[dict[str, Any]],
-                workers: int, modes: Sequence[str], requests: int) -> dict[str, Any]:
+def make_record(session_log: SessionLog, session_id: str, turn: int, positions: Sequence[int],
+                nodes: list[dict[str, Any]], workers: int, modes: Sequence[str], requests: int) -> dict[str, Any]:
     return {
         "version": VERSION, "session": session_id, "turn": turn,
-        "positions": list(positions), "spanDigest": span_digest(log_, positions),
+        "positions": list(positions), "spanDigest": span_digest(session_log, positions),
         # the log it was computed on: its length, and the seq range the landing replaces
-        "logLength": len(log_), "seqRange": [min(positions), max(positions)],
+        "logLength": len(session_log), "seqRange": [min(positions), max(positions)],
         "nodes": nodes, "workers": workers, "workerModes": list(modes), "requests": requests,
         "savedAt": int(time.time() * 1000),
     }
 
 
-def stale_reason(log_: SessionLog, record: dict[str, Any], positions: Sequence[int]) -> str | None:
+def stale_reason(session_log: SessionLog, record: dict[str, Any], positions: Sequence[int]) -> str | None:
     """Why `record` no longer stands on this log (None: it does), given the turn's current nodes."""
     saved = record.get("positions")
     if saved != list(positions):
         return "the turn's surface moved since it was computed"
-    if not isinstance(record.get("logLength"), int) or record["logLength"] > len(log_):
+    if not isinstance(record.get("logLength"), int) or record["logLength"] > len(session_log):
         return "it was computed on a longer log"
-    if record.get("spanDigest") != span_digest(log_, positions):
+    if record.get("spanDigest") != span_digest(session_log, positions):
         return "the turn's surface events differ from those it was computed on"
     return None

@@ -1,7 +1,7 @@
 """Per-turn compression for every mirrored user session: triggers, policy, scheduling, landing.
 
-Triggers: a live `turn/end` in a user session (not subagents; user lineage forks count,
-D-015), and on every full resync (agent/created, reconnect) the recovery scan. Each turn is
+Triggers: a live `turn/end` in a user session (not subagents; user lineage forks count),
+and on every full resync (agent/created, reconnect) the recovery scan. Each turn is
 marked at once, then the compression policy (`turns.eligibility`) decides from what the
 session shows — the turns' sizes, its requests so far, how full the window is, how far behind
 the workers are (how turns share workers) — whether it, with the turns held before it, gets a
@@ -11,7 +11,8 @@ at the first pre-step after it is ready (any step of any later turn), every read
 that pre-step, oldest first and never past an earlier dispatched turn that is not ready; no
 request waits for it, unless `turns.landingBarrier` asks each turn's first request to wait
 (bounded) for the previous turn. Session compaction waits (bounded) for the rewrites in
-flight through `rewrite_barrier` (D-005), and only when it is about to run.
+flight through `rewrite_barrier` (two writers never rewrite one span), and only when it is
+about to run.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class TurnService:
                 if sid == session.id and not job.done:
                     job.rebind(session, port(), results)
             live_from = session.meta.liveFrom if session.meta is not None else None
-            redo = turns_to_recover(session.log, live_from, session.handoffs)
+            redo = turns_to_recover(session.log, live_from, session.continuations)
             for turn in redo:
                 if self._enqueue(session, turn, port, config, results):
                     log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
@@ -118,7 +119,8 @@ class TurnService:
 
     @staticmethod
     async def _mark(queue: TurnQueue, job: TurnJob) -> None:
-        """The pending marker, at turn/end (D-015): one at a time, never under a compaction."""
+        """The pending marker, at turn/end (docs/decisions.md#turns-are-recovered-from-the-log): one at a time,
+        never under a compaction."""
         async with queue.marking:
             await queue.released()
             await job.mark()
@@ -148,7 +150,7 @@ class TurnService:
             return []
         session, config = jobs[0].session, self._configs[session_id]
         candidates = [eligibility.TurnFacts(job.turn, job.session.log.tokens(job.session.log.index.turn_nodes(job.turn)),
-                                            job.turn in session.handoffs.requests) for job in jobs]
+                                            job.turn in session.continuations.requests) for job in jobs]
         choice = eligibility.choose(candidates, self._session_facts(session, config), config.turns)
         where = f"session {session_id} turn{'s' if len(jobs) > 1 else ''} {', '.join(str(j.turn) for j in jobs)}"
         log.info("%s: %s; %s", where, "compressing" if choice.dispatch else "held", choice.reason)
@@ -169,7 +171,7 @@ class TurnService:
     async def _run(self, session_id: str, turns: list[int]) -> None:
         """The queue's runner: returns when every turn of the batch is ready; landings wait in `jobs`.
 
-        One worker reads and rewrites the batch's turns together, once (D-008); each still
+        One worker reads and rewrites the batch's turns together, once; each still
         lands, and is reported, on its own."""
         job, *batch = [self.jobs[(session_id, t)] for t in turns]
         try:
@@ -217,7 +219,7 @@ class TurnService:
                          previous.turn, config.turns.landingWaitS, turn)
         # 0.2 reloads assistant nodes only inside a step the agent loop opened, and the turn just
         # ended is still the surface tail once this turn's first step has opened (the turn's user
-        # message is committed after agent/request): land it there, structured (D-019 mode 3)
+        # message is committed after agent/request): land it there, structured (head + appended nodes)
         defer = step == 1 and not session.log.dialect.plugin_steps
         return await self.land_ready(session, turn, defer_previous=defer)
 
@@ -272,7 +274,7 @@ class TurnService:
     @asynccontextmanager
     async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
                               timeout: float) -> AsyncIterator[None]:
-        """The session compaction's side of D-005: for as long as it is inside, no queued turn
+        """The session compaction's side of the rewrite barrier: for as long as it is inside, no queued turn
         starts compressing; on entry it waits (bounded) for the ones in flight, then lands what
         is ready into `open_turn` (None: lands nothing), so the range it selects is the surface
         as it will stay. A compression still running after `timeout` goes on; its landing is

@@ -1,4 +1,4 @@
-"""The four worker tools over a TurnNodeEditor (design D-002, D-003, D-009).
+"""The four worker tools over a TurnNodeEditor (docs/decisions.md#workers-edit-a-working-copy).
 
 Pure: arguments in, text out. Every invalid call — malformed arguments, stale ids, a range
 that is not contiguous, more outputs than capacity, wrong role order, an oversize read —

@@ -1,4 +1,4 @@
-"""The hand-off facts of a log (design D-013), folded event by event. Pure.
+"""Continuation requests and their follow-ups in a log, folded event by event. Pure.
 
 A continuation request is a successful `continue_after_turn_compression` tool/call +
 tool/result pair (its id is the call id) or, in Code Mode, a successful
@@ -14,11 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from turn_memory.host.markers import CONTINUATION, event_source, is_own_source
+from turn_memory.host.markers import CONTINUATION_KEY, event_source, is_own_source
 
 TOOL = "continue_after_turn_compression"
-#: the key of a follow-up's message source that names its request
-SOURCE_KEY = CONTINUATION
 
 Event = dict[str, Any]
 
@@ -28,6 +26,7 @@ class ContinuationRequest:
     #: the tool call id: names the request in the follow-up's source
     id: str
     turn: int
+    #: the tool's `handoff` argument: the model's note on what the follow-up turn is to do
     handoff: str
 
 
@@ -53,11 +52,11 @@ def _is_error(event: Event) -> bool:
     return any(isinstance(b, dict) and b.get("isError") for b in message.get("content") or [])
 
 
-class HandoffLedger:
-    """The hand-off facts of a log, folded event by event (a mirrored session keeps one as it
-    grows, so a `turn/end` or a resync never rescans the log):
+class ContinuationLedger:
+    """A log's continuation requests and follow-ups, folded event by event (a mirrored session
+    keeps one as it grows, so a `turn/end` or a resync never rescans the log):
 
-    - `requests`: the authoritative request of each turn, its last successful hand-off call;
+    - `requests`: the authoritative request of each turn, its last successful call of the tool;
     - `delivered`: request ids whose follow-up reached the agent's inbox or its history;
     - `queued`: request id -> the follow-up message id of an inbox insertion naming it, and
       `claimed`: request ids whose follow-up is a user/message in the log already.
@@ -74,7 +73,7 @@ class HandoffLedger:
         self._turn: int | None = None
 
     @classmethod
-    def of(cls, events: Sequence[Event]) -> "HandoffLedger":
+    def of(cls, events: Sequence[Event]) -> "ContinuationLedger":
         ledger = cls()
         for event in events:
             ledger.feed(event)
@@ -103,7 +102,7 @@ class HandoffLedger:
                 if call is None or _is_error(event):
                     return
                 handoff = handoff_of(call["data"].get("arguments"))
-                if handoff:  # the tool refuses an empty hand-off; a success always has one
+                if handoff:  # the tool refuses an empty note; a success always has one
                     turn = call["data"]["turn"]
                     self.requests[turn] = ContinuationRequest(call["data"]["callId"], turn, handoff)
         elif kind == "agent/inbox/spliced":
@@ -120,7 +119,7 @@ class HandoffLedger:
     def awaiting(self) -> list[ContinuationRequest]:
         """Requests whose turn completed, that are still the latest turn, with no follow-up yet.
 
-        A later turn (a human message that arrived first) supersedes the hand-off: the agent
+        A later turn (a human message that arrived first) supersedes the request: the agent
         is already working again, so no automatic turn is queued behind it.
         """
         return [r for t, r in sorted(self.requests.items())
@@ -131,24 +130,14 @@ class HandoffLedger:
         return {message: rid for rid, message in self.queued.items() if rid not in self.claimed}
 
 
-def requests(events: Sequence[Event]) -> dict[int, ContinuationRequest]:
-    """The authoritative request of each turn: its last successful hand-off call."""
-    return HandoffLedger.of(events).requests
-
-
 def _names_request(source: Any) -> str | None:
     if is_own_source(source):
-        value = source.get(SOURCE_KEY)
+        value = source.get(CONTINUATION_KEY)
         return value if isinstance(value, str) else None
     return None
 
 
-def delivered(events: Sequence[Event]) -> set[str]:
-    """Request ids whose follow-up reached the agent's inbox or its history."""
-    return HandoffLedger.of(events).delivered
-
-
 def awaiting_followup(events: Sequence[Event]) -> list[ContinuationRequest]:
     """Requests whose turn completed, that are still the latest turn, with no follow-up yet
-    (a full pass; a mirrored session keeps the same answer in its `HandoffLedger`)."""
-    return HandoffLedger.of(events).awaiting()
+    (a full pass; a mirrored session keeps the same answer in its `ContinuationLedger`)."""
+    return ContinuationLedger.of(events).awaiting()

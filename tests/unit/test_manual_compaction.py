@@ -10,7 +10,7 @@ import pytest
 from fake_host import FakeHost, text_reply
 from surface_builders import LogBuilder
 from turn_memory.bridge.protocol import AgentOptions
-from turn_memory.bridge.server import RemoteError
+from turn_memory.compaction.failures import CompactionFailed, error_info
 from turn_memory.compaction.manual import compact_now
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.transaction import framing_tokens
@@ -18,6 +18,7 @@ from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import read_prompt
+from turn_memory.runtime.interfaces import LandingOutcome
 from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
@@ -41,8 +42,9 @@ def run(host: FakeHost, *, config: EngineConfig | None = None, command: str | No
     return asyncio.run(compact_now(host.session, host, config or SUMMARY, AGENT, command, WorkerRegistry()))
 
 
-def manual_code(excinfo: pytest.ExceptionInfo[RemoteError]) -> str | None:
-    return excinfo.value.info.manual
+def manual_code(excinfo: pytest.ExceptionInfo[CompactionFailed]) -> str | None:
+    """The ManualCompactionError code DSH is answered with."""
+    return error_info(excinfo.value).manual
 
 
 def compaction_events(host: FakeHost, since: int) -> list[str]:
@@ -134,7 +136,7 @@ def test_model_error_closes_the_bracket_with_the_error():
     host = FakeHost(RC8, events)
     nodes = list(host.log.nodes)
     host.llm_script.append(lambda h: [{"type": "finish", "reason": {"kind": "error", "failure": {"code": "RATE", "message": "slow down"}}}])
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         run(host)
     assert manual_code(excinfo) == "summary" and "slow down" in str(excinfo.value)
     assert "slow down" in host.log.events[-1]["data"]["error"]
@@ -148,7 +150,7 @@ def test_open_turn_is_busy_and_appends_nothing():
     b.add("turn/start", {"turn": 3})
     host = FakeHost(RC8, b.events)
     before = len(host.log)
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         run(host)
     assert manual_code(excinfo) == "busy"
     assert len(host.log) == before
@@ -167,7 +169,7 @@ def test_span_rewritten_during_summary_reports_changed():
 
     host.llm_script.append(concurrent_rewrite)
     nodes_after_rewrite = None
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         run(host)
     nodes_after_rewrite = list(host.log.nodes)
     assert manual_code(excinfo) == "changed"
@@ -218,7 +220,7 @@ def test_second_compaction_while_one_runs_is_busy():
         first = asyncio.create_task(compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry()))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-        with pytest.raises(RemoteError) as excinfo:
+        with pytest.raises(CompactionFailed) as excinfo:
             await compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry())
         gate.set()
         await first
@@ -289,7 +291,8 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form_not
     else:
         read = started[1]["prompt"]
     assert "Fixed parse() on empty input." in read and "step 1 answer" not in read
-    assert job.landed.is_set() and job.landing.startswith("folded into the checkpoint at seq")
+    assert job.landed.is_set() and job.landing is LandingOutcome.FOLDED
+    assert job.landing_detail == f"into the checkpoint at seq {result['summarySeq'] + 1}"
     assert (SESSION, 1) not in harness.turns.jobs
     assert "turn(s) 1 in their finished compressed form" in caplog.text
     assert SessionLog(dialect, host.log.events).reload_problems == []

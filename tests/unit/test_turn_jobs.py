@@ -10,6 +10,7 @@ from engine_harness import EngineHarness, forward
 from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from turn_builders import Shape, add_turn
 from surface_builders import LogBuilder
+from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.markers import marker_of
@@ -457,7 +458,7 @@ def test_a_job_stops_at_its_wall_clock_budget():
     async def slow_worker(session_id, spec, timeout):
         timeouts.append(timeout)
         await asyncio.sleep(min(timeout, 0.2))
-        return {"stop": "completed", "requests": 1}
+        return WorkerRunResult(stop="completed", requests=1)
 
     host.run_worker = slow_worker  # type: ignore[method-assign]
 

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
 from fake_host import FakeHost, text_reply
 from surface_builders import LogBuilder
-from turn_memory.bridge.protocol import AgentOptions
-from turn_memory.compaction.failures import CompactionFailed, error_info
+from turn_memory.bridge.protocol import AgentOptions, CompactNowParams, ErrorInfo
+from turn_memory.bridge.server import Peer, RemoteError
+from turn_memory.compaction.failures import CompactionFailed, Failure, error_info
 from turn_memory.compaction.manual import compact_now
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.transaction import framing_tokens
 from turn_memory.config import EngineConfig
+from turn_memory.engine import Engine
 from turn_memory.host.dialect import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import read_prompt
@@ -296,3 +299,54 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form_not
     assert (SESSION, 1) not in harness.turns.jobs
     assert "turn(s) 1 in their finished compressed form" in caplog.text
     assert SessionLog(dialect, host.log.events).reload_problems == []
+
+
+#: every compaction failure and the one wire error it is answered with (code, ManualCompactionError code)
+WIRE = [(Failure.BUSY, "compaction-busy", "busy"), (Failure.CANCELLED, "compaction-cancelled", "cancelled"),
+        (Failure.CHANGED, "compaction-changed", "changed"), (Failure.SUMMARY, "compaction-summary", "summary"),
+        (Failure.COMMIT, "compaction-commit", "commit"), (Failure.PERSISTENCE, "compaction-persistence", "persistence"),
+        (Failure.NO_OPEN_TURN, "no-open-turn", None), (Failure.BAD_RANGE, "bad-range", None)]
+
+
+@pytest.mark.parametrize(("failure", "code", "manual"), WIRE, ids=[f.value for f, _, _ in WIRE])
+def test_each_failure_has_one_wire_error(failure, code, manual):
+    info = error_info(CompactionFailed(failure, "why it failed"))
+    assert (info.code, info.message, info.manual) == (code, "why it failed", manual)
+
+
+def test_the_wire_table_covers_every_failure():
+    assert [f for f, _, _ in WIRE] == list(Failure)
+
+
+class _Engine(Engine):
+    """The real engine, its port and config bound to one in-memory host."""
+
+    def __init__(self, host: FakeHost, config: EngineConfig) -> None:
+        super().__init__()
+        self.host, self.config = host, config
+        self.mirror = host.mirror
+
+    def _port(self, peer: Any) -> Any:
+        return self.host
+
+    def _config(self, peer: Any) -> EngineConfig:
+        return self.config
+
+
+def test_the_engine_answers_a_refused_compact_with_the_wire_error():
+    """What the shim receives when /compact is refused: DSH's ManualCompactionError code, the
+    plain message, and nothing appended."""
+    b = LogBuilder(RC8)
+    b.turn("one")
+    b.turn("two")
+    b.add("turn/start", {"turn": 3})
+    host = FakeHost(RC8, b.events)
+    before = len(host.log)
+    engine = _Engine(host, SUMMARY)
+    params = CompactNowParams(sessionId=host.session.id, logLength=len(host.log), agentOptions=AGENT,
+                              sourceCommandId="cmd-1")
+    with pytest.raises(RemoteError) as refused:
+        asyncio.run(engine.on_call(Peer(b"p"), "compact.now", params, None))
+    assert refused.value.info == ErrorInfo(code="compaction-busy", manual="busy",
+                                           message="manual compaction: the session already has an open turn")
+    assert len(host.log) == before

@@ -23,7 +23,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Hashable, Literal, Protocol
+from typing import Any, Hashable, Literal, Protocol
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult, WorkerRunResult
@@ -70,9 +70,9 @@ class RunSpec:
     #: worker ids are this prefix and a process-wide number ("w12", "c3")
     worker_prefix: str
     bounds: Bounds
-    #: the workers' fixed persona and tool specs (read from prompts/: may raise PromptError)
-    persona: Callable[[], str]
-    tools: Callable[[], list[dict[str, Any]]]
+    #: the workers' fixed persona and tool specs (the same for every worker of the feature)
+    persona: str
+    tools: list[dict[str, Any]]
     #: the feature's logger: a run's lines read as the feature's own
     log: logging.Logger
 
@@ -195,15 +195,15 @@ class WorkerRun:
             self.workers.append(worker_id)
             self.modes.append(mode)
             try:
-                prompt, persona, tools = task.prompt(mode), spec.persona(), spec.tools()
+                prompt = task.prompt(mode)
             except PromptError as exc:
                 spec.log.error("%s: prompt failed: %s", task.where, exc)
                 return GaveUp(Bound.PROMPT, f"the prompt failed: {exc}")
             self.current = worker_id
             try:
                 outcome, used = await run_worker(self.port, self.session.id, {
-                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt, "persona": persona,
-                    "tools": tools, "maxRequests": min(bounds.maxWorkerRequests, budget), "label": task.label,
+                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt, "persona": spec.persona,
+                    "tools": spec.tools, "maxRequests": min(bounds.maxWorkerRequests, budget), "label": task.label,
                 }, min(bounds.workerTimeoutS, left))
             finally:
                 self.current = None

@@ -40,23 +40,12 @@ _worker_ids = itertools.count(1)
 class Bounds(Protocol):
     """The bounds a feature's config section holds (`turns.*`, `compaction.*`: the same keys)."""
 
-    @property
-    def workerAttempts(self) -> int: ...
-
-    @property
-    def maxWorkers(self) -> int: ...
-
-    @property
-    def maxWorkerRequests(self) -> int: ...
-
-    @property
-    def maxJobRequests(self) -> int: ...
-
-    @property
-    def jobTimeoutS(self) -> float: ...
-
-    @property
-    def workerTimeoutS(self) -> float: ...
+    workerAttempts: int
+    maxWorkers: int
+    maxWorkerRequests: int
+    maxJobRequests: int
+    jobTimeoutS: float
+    workerTimeoutS: float
 
 
 @dataclass(frozen=True)
@@ -100,17 +89,18 @@ class GaveUp:
 class WorkerTask(Protocol):
     """What one finish is about: a turn batch's rewrite, one segment of a checkpoint."""
 
-    #: where the run's log lines point ("session s turn 4", "session s compaction job 2 S1")
     @property
-    def where(self) -> str: ...
+    def where(self) -> str:
+        """Where the run's log lines point ("session s turn 4", "session s compaction job 2 S1")."""
+        ...
 
-    #: the worker's label in DSH
     @property
-    def label(self) -> str: ...
+    def label(self) -> str:
+        """The worker's label in DSH."""
+        ...
 
     #: the tool whose accepted call finishes the task
-    @property
-    def finish(self) -> str: ...
+    finish: str
 
     def prompt(self, mode: Mode) -> str:
         """The worker's task prompt; raises PromptError."""

@@ -170,6 +170,22 @@ def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
     assert host.log.nodes == nodes  # the surface is unchanged
 
 
+def test_a_segment_whose_workers_always_progress_but_never_finish_is_capped():
+    """The same worker run as a turn's: progress resets the no-progress budget, never the
+    segment's worker cap, and the reason names the key that set it."""
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    nodes = list(host.log.nodes)
+    first = WorkerScript([fold(0, "P1", "USER: v1.", "ASSISTANT: v1.")])
+    rewrites = [WorkerScript([fold(k, f"M{2 * k - 1}", f"USER: v{k + 1}.", f"ASSISTANT: v{k + 1}.", to=f"M{2 * k}")])
+                for k in range(1, 9)]
+    with pytest.raises(CompactionFailed) as excinfo:
+        compact(host, config(maxWorkers=3), [first, *rewrites])
+    assert str(excinfo.value) == "S1: 3 workers, the cap (compaction.maxWorkers); the conversation is unchanged"
+    assert [len(s.answers) for s in rewrites[:3]] == [1, 1, 0]  # three workers in all, each an accepted edit
+    assert all(not a.is_error for s in (first, *rewrites[:2]) for a in s.answers)
+    assert host.log.nodes == nodes
+
+
 def test_a_worker_that_fails_to_run_counts_as_no_progress():
     host = FakeHost(RC8, work_session(RC8, 3).events)
     registry = WorkerRegistry()

@@ -224,7 +224,7 @@ def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
     assert marks == [("pending", 1), ("compression", 1)]
 
 
-def test_workers_that_always_progress_but_never_finish_are_capped():
+def test_workers_that_always_progress_but_never_finish_are_capped(caplog):
     host, service, cfg = one_turn_host(), EngineHarness().turns, config(maxWorkers=3)
     scripts = [WorkerScript([("replace_turn_nodes", {"from": "n5" if k == 0 else f"r{k}", "nodes": [
         {"role": "assistant", "content": f"version {k}"}]})]) for k in range(10)]
@@ -234,8 +234,10 @@ def test_workers_that_always_progress_but_never_finish_are_capped():
         await complete_turn(host, service, cfg)
         await service.drained(SESSION, 5)
 
-    run(scenario())
+    with caplog.at_level("INFO", logger="turn_memory.turns"):
+        run(scenario())
     assert len(started) == 3  # progress resets the no-progress budget, never the hard cap
+    assert "turn 1: gave up: 3 workers, the cap (turns.maxWorkers)" in caplog.text
     assert [marker_of(e) for e in host.log.events if marker_of(e)] == [("pending", 1)]
 
 

@@ -250,7 +250,7 @@ def steps(events: list[dict[str, Any]], open_turn: int) -> dict[str, float]:
     t["workers: prompts + tool calls"] = clock() - s
 
     s = clock()
-    text = render_transcript(job.editor)  # type: ignore[arg-type]
+    text = render_transcript(job.prepare()[1])  # prepared above: the workers' checkpoint
     block = {"type": "text", "text": text}
     summary = tx_.Summary(blocks=[block], raw_output=[block], provider=AGENT.provider or "", model=AGENT.model or "")
     shadowed = tx_.shadowed_tokens(log, selection)

@@ -45,11 +45,12 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the in-memory host and the s
 from fake_host import FakeHost  # noqa: E402
 from session_builders import SessionBuilder  # noqa: E402
 from machine import machine_info  # noqa: E402
-from turn_memory.bridge.protocol import AgentOptions  # noqa: E402
+from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode, WorkerRunResult  # noqa: E402
 from turn_memory.compaction import transaction as tx_  # noqa: E402
 from turn_memory.compaction.policy import select_pressure_range  # noqa: E402
 from turn_memory.compaction.segmented import SegmentedJob, render_transcript  # noqa: E402
-from turn_memory.compaction.service import CompactionService, surface_measure, surface_prices  # noqa: E402
+from turn_memory.compaction.policy import surface_measure, surface_prices  # noqa: E402
+from turn_memory.compaction.service import CompactionService  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.host.dialects import RC8  # noqa: E402
 from turn_memory.host.surface import SessionLog  # noqa: E402
@@ -116,7 +117,7 @@ def worker_memory(first: int, last: int) -> list[dict[str, str]]:
 def scripted_worker(call: Callable[[str, str, str, Any], Any], requests: list[int]):
     """A worker that looks around like a real one, then folds its segment and finishes."""
 
-    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
         job, worker = spec["jobId"], spec["workerId"]
 
         def tool(name: str, args: Any) -> str:
@@ -140,7 +141,7 @@ def scripted_worker(call: Callable[[str, str, str, Any], Any], requests: list[in
                                         "nodes": worker_memory(first, last)})
         tool("finish_session_segment", {})
         requests.append(6)
-        return {"stop": "concluded", "requests": 6}
+        return WorkerRunResult(stop="concluded", requests=6)
 
     return run_worker
 
@@ -153,10 +154,10 @@ class SurfaceMeter:
         self.host = host
         self.calls = 0
 
-    async def __call__(self, session_id: str) -> dict[str, Any]:
+    async def __call__(self, session_id: str) -> MeasureResult:
         self.calls += 1
         measure = surface_measure(self.host.session.log)
-        return {"totalTokens": measure.tokens, "nodes": [{"seq": s, "tokens": t} for s, t in measure.nodes.items()]}
+        return MeasureResult(totalTokens=measure.tokens, nodes=[MeteredNode(seq=s, tokens=t) for s, t in measure.nodes.items()])
 
 
 # -- one automatic compaction, end to end -----------------------------------------------------
@@ -243,14 +244,13 @@ def steps(events: list[dict[str, Any]], open_turn: int) -> dict[str, float]:
         run_worker = staticmethod(scripted_worker(registry.call, workers))
 
     job.port = Port()  # type: ignore[assignment]
-    job.prepare = lambda: None  # type: ignore[method-assign]  # already prepared and timed
     registry.add(job.job_id, job)
     s = clock()
     asyncio.run(job.run())
     t["workers: prompts + tool calls"] = clock() - s
 
     s = clock()
-    text = render_transcript(job.editor)  # type: ignore[arg-type]
+    text = render_transcript(job.prepare()[1])  # prepared above: the workers' checkpoint
     block = {"type": "text", "text": text}
     summary = tx_.Summary(blocks=[block], raw_output=[block], provider=AGENT.provider or "", model=AGENT.model or "")
     shadowed = tx_.shadowed_tokens(log, selection)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncContextManager, Callable, Literal
+from typing import Any, AsyncContextManager, Awaitable, Callable, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -35,6 +35,7 @@ from turn_memory.bridge.protocol import (
 from turn_memory.bridge.port import BridgeHostPort
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.catalog import context_sections, declared, public_tools, worker_tools
+from turn_memory.compaction.failures import CompactionFailed, error_info
 from turn_memory.compaction.service import CompactionService
 from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.continuation.dispatch import FollowupDispatcher
@@ -44,14 +45,12 @@ from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.dialects import dialect_for_host
 from turn_memory.prompts import PromptError
+from turn_memory.runtime.interfaces import Rewrites
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
-
-if TYPE_CHECKING:  # imported on first use (see _compact_now)
-    from turn_memory.compaction.manual import Rewrites
 
 log = logging.getLogger("turn_memory.engine")
 
@@ -178,16 +177,17 @@ class Engine:
         from turn_memory.compaction.manual import compact_now
 
         session = self._session(params.sessionId)
-        return compact_now(session, self._port(peer), self._config(peer), params.agentOptions, params.sourceCommandId,
-                           self.workers, self._rewrites(session, None, peer), self.turns)
+        return _answered(compact_now(session, self._port(peer), self._config(peer), params.agentOptions,
+                                     params.sourceCommandId, self.workers, self._rewrites(session, None, peer), self.turns))
 
     def _compact_region(self, peer: Peer, params: CompactRegionParams, payload: bytes | None) -> Any:
         from turn_memory.compaction.manual import compact_region  # on first use, as compact.now
 
         session = self._session(params.sessionId)
         # DSH chose the range: land nothing that would move it, only wait for the rewrite
-        return compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                              params.start, params.end, self.workers, self._rewrites(session, None, peer), self.turns)
+        return _answered(compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
+                                        params.start, params.end, self.workers, self._rewrites(session, None, peer),
+                                        self.turns))
 
     def _turn_pre_step(self, peer: Peer, params: PreStepParams, payload: bytes | None) -> Any:
         session = self.mirror.get(params.sessionId)
@@ -294,6 +294,17 @@ class Engine:
                 log.error("session %s: resync request failed: %s", session_id, exc)
 
         asyncio.get_running_loop().create_task(ask())
+
+
+T = TypeVar("T")
+
+
+async def _answered(compaction: Awaitable[T]) -> T:
+    """A compaction DSH asked for; its failure becomes the wire error here, and only here."""
+    try:
+        return await compaction
+    except CompactionFailed as exc:
+        raise RemoteError(error_info(exc)) from exc
 
 
 def _loop_name() -> str | None:

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any, Callable
 
-from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams
+from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams, WorkerRunResult
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
@@ -130,17 +130,17 @@ def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) ->
     registry = getattr(service, "workers", service)
     route = getattr(service, "tool_call", None) or registry.call
 
-    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
         started.append(spec)
         script = scripts.pop(0) if scripts else WorkerScript([], stop="completed")
         for requests, (tool, args) in enumerate(script.calls, start=1):
             if requests > spec["maxRequests"]:
-                return {"stop": "request-limit", "requests": requests - 1}
+                return WorkerRunResult(stop="request-limit", requests=requests - 1)
             answer = route(spec["jobId"], spec["workerId"], tool, args)
             script.answers.append(answer)
             if answer.conclude:
-                return {"stop": "concluded", "requests": requests}
-        return {"stop": script.stop, "requests": len(script.calls)}
+                return WorkerRunResult(stop="concluded", requests=requests)
+        return WorkerRunResult(stop=script.stop, requests=len(script.calls))
 
     host.run_worker = run_worker  # type: ignore[method-assign]
     return started

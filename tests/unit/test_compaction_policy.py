@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from session_builders import SessionBuilder, work_session
 from surface_builders import compaction_plan, new_id
-from turn_memory.compaction.policy import Pressure, select_pressure_range
-from turn_memory.compaction.service import surface_prices
+from turn_memory.compaction.policy import Pressure, select_pressure_range, surface_prices
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
 

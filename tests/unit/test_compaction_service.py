@@ -14,9 +14,9 @@ from engine_harness import EngineHarness
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
 from surface_builders import assistant_message
-from turn_memory.bridge.protocol import AgentOptions
-from turn_memory.compaction.policy import Pressure
-from turn_memory.compaction.service import RETRY_GROWTH, CompactionService, surface_prices
+from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode
+from turn_memory.compaction.policy import RETRY_GROWTH, Pressure, surface_prices
+from turn_memory.compaction.service import CompactionService
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialects import RC8
 from turn_memory.host.tokens import estimate_message
@@ -37,15 +37,15 @@ class Meter:
         self.host, self.extra, self.error, self.raises = host, extra, error, raises
         self.calls = 0
 
-    async def __call__(self, session_id: str) -> dict[str, Any]:
+    async def __call__(self, session_id: str) -> MeasureResult:
         self.calls += 1
         if self.raises:
             raise RuntimeError("meter crashed")
         if self.error is not None:
-            return {"error": self.error}
+            return MeasureResult(error=self.error)
         prices = surface_prices(self.host.log)
-        return {"totalTokens": sum(prices.values()) + self.extra,
-                "nodes": [{"seq": s, "tokens": t} for s, t in prices.items()]}
+        return MeasureResult(totalTokens=sum(prices.values()) + self.extra,
+                             nodes=[MeteredNode(seq=s, tokens=t) for s, t in prices.items()])
 
 
 def config(**compaction: Any) -> EngineConfig:
@@ -349,7 +349,7 @@ def test_overflow_with_nothing_to_compact_or_a_busy_session_is_not_replayed(lock
 def test_an_unexpected_failure_still_closes_the_compaction_so_compact_is_not_busy_for_good(monkeypatch):
     """An exception outside the expected ones used to escape with compaction/start still open
     (owned by the turn), after which every /compact answered busy."""
-    from turn_memory.compaction import manual
+    from turn_memory.compaction import fold
     from turn_memory.compaction.manual import compact_now
 
     host, _ = open_turn_host(threshold_offset=0)
@@ -359,15 +359,15 @@ def test_an_unexpected_failure_still_closes_the_compaction_so_compact_is_not_bus
     async def broken(*args, **kwargs):
         raise KeyError("a bug")
 
-    real = manual.produce_checkpoint
-    monkeypatch.setattr(manual, "produce_checkpoint", broken)
+    real = fold.produce_checkpoint
+    monkeypatch.setattr(fold, "produce_checkpoint", broken)
     pre_step(service, host, config(), Meter(host))  # the step goes on
     (start,) = starts(host)
     end = host.log.events[-1]
     assert end["type"] == "compaction/end" and end["data"]["compactionId"] == start["data"]["compactionId"]
     assert "internal error" in end["data"]["error"] and "a bug" in end["data"]["error"]
     # the turn ends; /compact now runs
-    monkeypatch.setattr(manual, "produce_checkpoint", real)
+    monkeypatch.setattr(fold, "produce_checkpoint", real)
     host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
     host._forward()
     attach_workers(host, service, [WorkerScript(FOLD)])

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 
 from fake_host import FakeHost, text_reply
 from surface_builders import LogBuilder
-from turn_memory.bridge.protocol import AgentOptions
-from turn_memory.bridge.server import RemoteError
+from turn_memory.bridge.protocol import AgentOptions, CompactNowParams, ErrorInfo
+from turn_memory.bridge.server import Peer, RemoteError
+from turn_memory.compaction.failures import CompactionFailed, Failure, error_info
 from turn_memory.compaction.manual import compact_now
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.transaction import framing_tokens
 from turn_memory.config import EngineConfig
+from turn_memory.engine import Engine
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import read_prompt
+from turn_memory.runtime.interfaces import LandingOutcome
 from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
@@ -41,8 +45,9 @@ def run(host: FakeHost, *, config: EngineConfig | None = None, command: str | No
     return asyncio.run(compact_now(host.session, host, config or SUMMARY, AGENT, command, WorkerRegistry()))
 
 
-def manual_code(excinfo: pytest.ExceptionInfo[RemoteError]) -> str | None:
-    return excinfo.value.info.manual
+def manual_code(excinfo: pytest.ExceptionInfo[CompactionFailed]) -> str | None:
+    """The ManualCompactionError code DSH is answered with."""
+    return error_info(excinfo.value).manual
 
 
 def compaction_events(host: FakeHost, since: int) -> list[str]:
@@ -134,7 +139,7 @@ def test_model_error_closes_the_bracket_with_the_error():
     host = FakeHost(RC8, events)
     nodes = list(host.log.nodes)
     host.llm_script.append(lambda h: [{"type": "finish", "reason": {"kind": "error", "failure": {"code": "RATE", "message": "slow down"}}}])
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         run(host)
     assert manual_code(excinfo) == "summary" and "slow down" in str(excinfo.value)
     assert "slow down" in host.log.events[-1]["data"]["error"]
@@ -148,7 +153,7 @@ def test_open_turn_is_busy_and_appends_nothing():
     b.add("turn/start", {"turn": 3})
     host = FakeHost(RC8, b.events)
     before = len(host.log)
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         run(host)
     assert manual_code(excinfo) == "busy"
     assert len(host.log) == before
@@ -167,7 +172,7 @@ def test_span_rewritten_during_summary_reports_changed():
 
     host.llm_script.append(concurrent_rewrite)
     nodes_after_rewrite = None
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         run(host)
     nodes_after_rewrite = list(host.log.nodes)
     assert manual_code(excinfo) == "changed"
@@ -218,7 +223,7 @@ def test_second_compaction_while_one_runs_is_busy():
         first = asyncio.create_task(compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry()))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-        with pytest.raises(RemoteError) as excinfo:
+        with pytest.raises(CompactionFailed) as excinfo:
             await compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry())
         gate.set()
         await first
@@ -289,7 +294,59 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form_not
     else:
         read = started[1]["prompt"]
     assert "Fixed parse() on empty input." in read and "step 1 answer" not in read
-    assert job.landed.is_set() and job.landing.startswith("folded into the checkpoint at seq")
+    assert job.landed.is_set() and job.landing is LandingOutcome.FOLDED
+    assert job.landing_detail == f"into the checkpoint at seq {result['summarySeq'] + 1}"
     assert (SESSION, 1) not in harness.turns.jobs
     assert "turn(s) 1 in their finished compressed form" in caplog.text
     assert SessionLog(dialect, host.log.events).reload_problems == []
+
+
+#: every compaction failure and the one wire error it is answered with (code, ManualCompactionError code)
+WIRE = [(Failure.BUSY, "compaction-busy", "busy"), (Failure.CANCELLED, "compaction-cancelled", "cancelled"),
+        (Failure.CHANGED, "compaction-changed", "changed"), (Failure.SUMMARY, "compaction-summary", "summary"),
+        (Failure.COMMIT, "compaction-commit", "commit"), (Failure.PERSISTENCE, "compaction-persistence", "persistence"),
+        (Failure.NO_OPEN_TURN, "no-open-turn", None), (Failure.BAD_RANGE, "bad-range", None)]
+
+
+@pytest.mark.parametrize(("failure", "code", "manual"), WIRE, ids=[f.value for f, _, _ in WIRE])
+def test_each_failure_has_one_wire_error(failure, code, manual):
+    info = error_info(CompactionFailed(failure, "why it failed"))
+    assert (info.code, info.message, info.manual) == (code, "why it failed", manual)
+
+
+def test_the_wire_table_covers_every_failure():
+    assert [f for f, _, _ in WIRE] == list(Failure)
+
+
+class _Engine(Engine):
+    """The real engine, its port and config bound to one in-memory host."""
+
+    def __init__(self, host: FakeHost, config: EngineConfig) -> None:
+        super().__init__()
+        self.host, self.config = host, config
+        self.mirror = host.mirror
+
+    def _port(self, peer: Any) -> Any:
+        return self.host
+
+    def _config(self, peer: Any) -> EngineConfig:
+        return self.config
+
+
+def test_the_engine_answers_a_refused_compact_with_the_wire_error():
+    """What the shim receives when /compact is refused: DSH's ManualCompactionError code, the
+    plain message, and nothing appended."""
+    b = LogBuilder(RC8)
+    b.turn("one")
+    b.turn("two")
+    b.add("turn/start", {"turn": 3})
+    host = FakeHost(RC8, b.events)
+    before = len(host.log)
+    engine = _Engine(host, SUMMARY)
+    params = CompactNowParams(sessionId=host.session.id, logLength=len(host.log), agentOptions=AGENT,
+                              sourceCommandId="cmd-1")
+    with pytest.raises(RemoteError) as refused:
+        asyncio.run(engine.on_call(Peer(b"p"), "compact.now", params, None))
+    assert refused.value.info == ErrorInfo(code="compaction-busy", manual="busy",
+                                           message="manual compaction: the session already has an open turn")
+    assert len(host.log) == before

@@ -14,8 +14,8 @@ from typing import Any
 from fake_host import FakeHost
 from surface_builders import LogBuilder
 from turn_builders import Shape, add_turn
-from turn_memory.bridge.protocol import AgentOptions, PreStepParams
-from turn_memory.compaction.service import surface_prices
+from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode, PreStepParams, WorkerRunResult
+from turn_memory.compaction.policy import surface_prices
 from turn_memory.config import EngineConfig
 from turn_memory.engine import Engine
 from turn_memory.host.dialects import RC8
@@ -71,7 +71,7 @@ class Workers:
         self.host, self.engine = host, engine
         host.run_worker = self.run  # type: ignore[method-assign]
 
-    async def run(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def run(self, session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
         if any(t["name"] == "replace_turn_nodes" for t in spec["tools"]):
             turn = int(spec["label"].rsplit(" ", 1)[1])
             self.started.append((f"turn {turn}", len(self.host.log)))
@@ -84,8 +84,8 @@ class Workers:
         for tool, args in calls:
             answer = self.engine.workers.call(spec["jobId"], spec["workerId"], tool, args)
             if answer.conclude:
-                return {"stop": "concluded"}
-        return {"stop": "completed"}
+                return WorkerRunResult(stop="concluded")
+        return WorkerRunResult(stop="completed")
 
     def turns_started(self) -> list[str]:
         return [what for what, _ in self.started if what.startswith("turn")]
@@ -111,9 +111,10 @@ def backlog_host(pressure: bool) -> FakeHost:
 
 
 def meter(host: FakeHost):
-    async def measure(session_id: str) -> dict[str, Any]:
+    async def measure(session_id: str) -> MeasureResult:
         prices = surface_prices(host.log)
-        return {"totalTokens": sum(prices.values()), "nodes": [{"seq": s, "tokens": t} for s, t in prices.items()]}
+        return MeasureResult(totalTokens=sum(prices.values()),
+                             nodes=[MeteredNode(seq=s, tokens=t) for s, t in prices.items()])
     return measure
 
 

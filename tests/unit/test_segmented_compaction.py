@@ -10,11 +10,9 @@ import pytest
 
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import SessionBuilder, work_session
-from turn_memory.bridge.protocol import AgentOptions
-from turn_memory.bridge.server import RemoteError
+from turn_memory.bridge.protocol import AgentOptions, ToolResult, WorkerRunResult
+from turn_memory.compaction.failures import CompactionFailed, error_info
 from turn_memory.compaction.manual import compact_now
-from turn_memory.compaction.segmented import SegmentedJob
-from turn_memory.compaction.selection import select_manual_range
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
@@ -156,9 +154,9 @@ def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
     junk = WorkerScript([("replace_session_memory", "{broken")] * 40)
     reader = WorkerScript([("read_session_memory", {})])
     never = WorkerScript([FINISH])
-    with pytest.raises(RemoteError) as excinfo:
+    with pytest.raises(CompactionFailed) as excinfo:
         compact(host, config(workerAttempts=2, maxWorkerRequests=5), [progress, junk, reader, never])
-    assert excinfo.value.info.manual == "summary"
+    assert error_info(excinfo.value).manual == "summary"
     assert "S1: 2 consecutive workers made no progress" in str(excinfo.value)
     # the fork made progress; then two without: three workers in all, the fourth never started
     assert len(progress.answers) == 1 and not progress.answers[0].is_error
@@ -170,6 +168,22 @@ def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
     assert end["data"]["error"].startswith("summary: S1: 2 consecutive workers made no progress")
     assert end["data"]["compactionId"] == host.log.events[before]["data"]["compactionId"]
     assert host.log.nodes == nodes  # the surface is unchanged
+
+
+def test_a_segment_whose_workers_always_progress_but_never_finish_is_capped():
+    """The same worker run as a turn's: progress resets the no-progress budget, never the
+    segment's worker cap, and the reason names the key that set it."""
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    nodes = list(host.log.nodes)
+    first = WorkerScript([fold(0, "P1", "USER: v1.", "ASSISTANT: v1.")])
+    rewrites = [WorkerScript([fold(k, f"M{2 * k - 1}", f"USER: v{k + 1}.", f"ASSISTANT: v{k + 1}.", to=f"M{2 * k}")])
+                for k in range(1, 9)]
+    with pytest.raises(CompactionFailed) as excinfo:
+        compact(host, config(maxWorkers=3), [first, *rewrites])
+    assert str(excinfo.value) == "S1: 3 workers, the cap (compaction.maxWorkers); the conversation is unchanged"
+    assert [len(s.answers) for s in rewrites[:3]] == [1, 1, 0]  # three workers in all, each an accepted edit
+    assert all(not a.is_error for s in (first, *rewrites[:2]) for a in s.answers)
+    assert host.log.nodes == nodes
 
 
 def test_a_worker_that_fails_to_run_counts_as_no_progress():
@@ -205,7 +219,7 @@ def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
     nodes, before = list(host.log.nodes), len(host.log)
     # the worker folds without the marker: its finish is refused, naming the marker; it never
     # fixes it, so the compaction closes with an error and the surface is untouched
-    with pytest.raises(RemoteError):
+    with pytest.raises(CompactionFailed):
         compact(host, config(workerAttempts=1), [segment_worker(1, 0)])
     assert transactions(host.log.events[before:]) == [["compaction/start", "compaction/end"]]
     assert host.log.nodes == nodes
@@ -237,22 +251,38 @@ def test_a_checkpoint_not_smaller_than_the_history_is_not_committed():
 
 
 def test_tool_calls_of_a_worker_that_is_no_longer_active_are_refused():
+    """Only the worker running now is answered, and only until its finish is accepted."""
     host = FakeHost(RC8, work_session(RC8, 3).events)
-    selection = select_manual_range(host.log, 1)
-    assert selection is not None
-    job = SegmentedJob(host.session, host, config().compaction, selection)
-    job.prepare()
-    job.current_worker = "c1"
-    answer = job.tool_call("c0", "list_session_segments", {})
-    assert answer.is_error and answer.conclude and "no longer active" in answer.text
-    ok = job.tool_call("c1", "replace_session_memory", dict(fold(0, "P1", "u", "a")[1]))
-    assert not ok.is_error and not ok.conclude
-    bad = job.tool_call("c1", "finish_session_segment", {"x": 1})
+    registry = WorkerRegistry()
+    answers: dict[str, ToolResult] = {}
+    job_ids: list[str] = []
+
+    async def worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
+        job_ids.append(spec["jobId"])
+
+        def call(name: str, worker_id: str, tool: str, args: dict[str, Any]) -> None:
+            answers[name] = registry.call(spec["jobId"], worker_id, tool, args)
+
+        call("stranger", "c0", "list_session_segments", {})
+        call("edit", spec["workerId"], *fold(0, "P1", "USER: fix it.", "ASSISTANT: fixed."))
+        call("bad finish", spec["workerId"], "finish_session_segment", {"x": 1})
+        call("finish", spec["workerId"], "finish_session_segment", {})
+        call("after its finish", spec["workerId"], "read_session_memory", {})
+        return WorkerRunResult(stop="concluded", requests=5)
+
+    host.run_worker = worker  # type: ignore[method-assign]
+    result = asyncio.run(compact_now(host.session, host, config(), AGENT, None, registry))
+    assert result is not None and checkpoint_body(host) == "User: USER: fix it.\n\nAssistant: ASSISTANT: fixed."
+    stranger, edit, bad, done, after = (answers[k] for k in ("stranger", "edit", "bad finish", "finish",
+                                                             "after its finish"))
+    assert stranger.is_error and stranger.conclude and "no longer active" in stranger.text
+    assert not edit.is_error and not edit.conclude
     assert bad.is_error and not bad.conclude  # a refused call never ends the worker
-    done = job.tool_call("c1", "finish_session_segment", {})
     assert done.conclude and not done.is_error
+    assert after.is_error and after.conclude and "no longer active" in after.text
     # once the job is over the registry tells stragglers to stop
-    assert WorkerRegistry().call(job.job_id, "c1", "list_session_segments", {}).conclude
+    late = registry.call(job_ids[0], "c1", "list_session_segments", {})
+    assert late.is_error and late.conclude and "job is over" in late.text
 
 
 def test_restating_the_same_memory_is_no_progress():
@@ -263,7 +293,7 @@ def test_restating_the_same_memory_is_no_progress():
     first = WorkerScript([fold(0, "P1", "USER: fix the modules.", "ASSISTANT: fixing them.")])
     restate = [WorkerScript([fold(k, f"M{2 * k - 1}", "USER: fix the modules.", "ASSISTANT: fixing them.",
                                   to=f"M{2 * k}")]) for k in range(1, 10)]
-    with pytest.raises(RemoteError, match="3 consecutive workers made no progress"):
+    with pytest.raises(CompactionFailed, match="3 consecutive workers made no progress"):
         _, started = compact(host, config(), [first, *restate])
     assert [len(s.answers) for s in restate[:3]] == [1, 1, 1] and all(not a.is_error for a in restate[0].answers)
     assert restate[3].answers == []  # 1 + 3 workers, not maxWorkers (8)
@@ -275,7 +305,7 @@ def test_a_compaction_stops_at_its_request_budget_over_all_segments(caplog):
     reader = WorkerScript([("read_session_memory", {})] * 10)
     registry = WorkerRegistry()
     started = attach_workers(host, registry, [segment_worker(1, 0), reader, WorkerScript([FINISH])])
-    with caplog.at_level("INFO", logger="turn_memory.compaction"), pytest.raises(RemoteError) as excinfo:
+    with caplog.at_level("INFO", logger="turn_memory.compaction"), pytest.raises(CompactionFailed) as excinfo:
         asyncio.run(compact_now(host.session, host, config(segmentTokens=100, maxJobRequests=5, maxWorkerRequests=4),
                                 AGENT, None, registry))
     assert "5 model requests, the compaction's budget (compaction.maxJobRequests)" in str(excinfo.value)
@@ -288,12 +318,12 @@ def test_a_compaction_stops_at_its_wall_clock_budget():
     host = FakeHost(RC8, work_session(RC8, 3).events)
     timeouts: list[float] = []
 
-    async def slow(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def slow(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
         timeouts.append(timeout)
         await asyncio.sleep(min(timeout, 0.2))
-        return {"stop": "completed", "requests": 1}
+        return WorkerRunResult(stop="completed", requests=1)
 
     host.run_worker = slow  # type: ignore[method-assign]
-    with pytest.raises(RemoteError, match="the compaction's wall-clock budget"):
+    with pytest.raises(CompactionFailed, match="the compaction's wall-clock budget"):
         asyncio.run(compact_now(host.session, host, config(jobTimeoutS=0.3), AGENT, None, WorkerRegistry()))
     assert len(timeouts) == 2 and timeouts[1] < 0.2

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from session_builders import work_session
 from turn_memory.compaction.segments import split_segments
-from turn_memory.compaction.service import surface_prices
+from turn_memory.compaction.policy import surface_prices
 from turn_memory.host.dialects import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import node_origins

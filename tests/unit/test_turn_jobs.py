@@ -10,6 +10,7 @@ from engine_harness import EngineHarness, forward
 from fake_host import SESSION, FakeHost, WorkerScript, attach_workers
 from turn_builders import Shape, add_turn
 from surface_builders import LogBuilder
+from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
@@ -81,7 +82,7 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
     assert "- n1 · user" in started[0]["prompt"] and {t["name"] for t in started[0]["tools"]} >= {"replace_turn_nodes"}
     nodes = turn_nodes(host.log, 1)
     # rc8 replaces in place in the pre-step; v02 lands inside the loop's first step of turn 2,
-    # where turn 1 is still the tail: the user/assistant shape survives (D-019 mode 3)
+    # where turn 1 is still the tail: the user/assistant shape survives (mode 3)
     assert [host.log.message_of(s)["role"] for s in nodes] == ["user", "assistant"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
     if dialect is V02:
@@ -91,7 +92,7 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
 
 def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoint():
     """Past the next turn's first step the landed turn is no longer the surface tail, and no
-    step may hold an appended assistant: D-019 mode 4, one user checkpoint."""
+    step may hold an appended assistant: mode 4, one user checkpoint."""
     host, service, cfg = one_turn_host(V02), EngineHarness().turns, config()
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
@@ -223,7 +224,7 @@ def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
     assert marks == [("pending", 1), ("compression", 1)]
 
 
-def test_workers_that_always_progress_but_never_finish_are_capped():
+def test_workers_that_always_progress_but_never_finish_are_capped(caplog):
     host, service, cfg = one_turn_host(), EngineHarness().turns, config(maxWorkers=3)
     scripts = [WorkerScript([("replace_turn_nodes", {"from": "n5" if k == 0 else f"r{k}", "nodes": [
         {"role": "assistant", "content": f"version {k}"}]})]) for k in range(10)]
@@ -233,8 +234,10 @@ def test_workers_that_always_progress_but_never_finish_are_capped():
         await complete_turn(host, service, cfg)
         await service.drained(SESSION, 5)
 
-    run(scenario())
+    with caplog.at_level("INFO", logger="turn_memory.turns"):
+        run(scenario())
     assert len(started) == 3  # progress resets the no-progress budget, never the hard cap
+    assert "turn 1: gave up: 3 workers, the cap (turns.maxWorkers)" in caplog.text
     assert [marker_of(e) for e in host.log.events if marker_of(e)] == [("pending", 1)]
 
 
@@ -269,7 +272,7 @@ def gated(host: FakeHost) -> asyncio.Event:
 
 
 def test_a_turn_that_ends_while_an_earlier_one_compresses_is_marked_pending_at_once():
-    """D-015: the pending marker lands at turn/end, not when the turn's own job starts, so a
+    """The pending marker lands at turn/end, not when the turn's own job starts, so a
     DSH that stops while turn 1 still compresses can still recover turn 2."""
     host, service, cfg = one_turn_host(), EngineHarness().turns, config()
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
@@ -457,7 +460,7 @@ def test_a_job_stops_at_its_wall_clock_budget():
     async def slow_worker(session_id, spec, timeout):
         timeouts.append(timeout)
         await asyncio.sleep(min(timeout, 0.2))
-        return {"stop": "completed", "requests": 1}
+        return WorkerRunResult(stop="completed", requests=1)
 
     host.run_worker = slow_worker  # type: ignore[method-assign]
 

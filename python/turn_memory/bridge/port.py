@@ -16,10 +16,12 @@ from turn_memory.bridge.protocol import (
     FlushParams,
     FollowupParams,
     LlmRequest,
-    MeasureParams,
     LlmStreamParams,
+    MeasureParams,
+    MeasureResult,
     ResyncParams,
     WorkerRunParams,
+    WorkerRunResult,
 )
 
 
@@ -34,9 +36,9 @@ class HostPort(Protocol):
 
     async def resync(self, session_id: str) -> None: ...
 
-    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult: ...
 
-    async def measure(self, session_id: str) -> dict[str, Any]: ...
+    async def measure(self, session_id: str) -> MeasureResult: ...
 
     async def followup(self, session_id: str, message_id: str, content: list[dict[str, Any]],
                        source: dict[str, Any]) -> None: ...
@@ -68,15 +70,15 @@ class BridgeHostPort:
     async def resync(self, session_id: str) -> None:
         await self._server.call(self._peer, "session.resync", ResyncParams(sessionId=session_id), timeout=self._timeout)
 
-    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
         result = await self._server.call(self._peer, "worker.run", WorkerRunParams(sessionId=session_id, **spec),
                                          timeout=timeout)
-        return result if isinstance(result, dict) else {"stop": str(result)}
+        return WorkerRunResult.model_validate(result) if isinstance(result, dict) else WorkerRunResult(stop=str(result))
 
-    async def measure(self, session_id: str) -> dict[str, Any]:
+    async def measure(self, session_id: str) -> MeasureResult:
         result = await self._server.call(self._peer, "session.measure", MeasureParams(sessionId=session_id),
                                          timeout=self._timeout)
-        return result if isinstance(result, dict) else {"error": "no measurement"}
+        return MeasureResult.model_validate(result) if isinstance(result, dict) else MeasureResult(error="no measurement")
 
     async def followup(self, session_id: str, message_id: str, content: list[dict[str, Any]],
                        source: dict[str, Any]) -> None:

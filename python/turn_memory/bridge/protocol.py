@@ -23,11 +23,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+#: DSH's ManualCompactionError codes
+ManualCode = Literal["busy", "cancelled", "changed", "summary", "commit", "persistence"]
+
+
 class ErrorInfo(_Model):
     code: str
     message: str
     #: set when the failure must surface as DSH's ManualCompactionError(code)
-    manual: Literal["busy", "cancelled", "changed", "summary", "commit", "persistence"] | None = None
+    manual: ManualCode | None = None
     #: a refused handshake (code `config`): the bad key, the nearest valid one, and how to fix it
     #: (`--profile NAME` stands for the profile, which the engine does not know)
     key: str | None = None
@@ -333,10 +337,39 @@ class WorkerRunParams(_Model):
     label: str = ""
 
 
+class WorkerRunResult(_Model):
+    """How a worker ended (`worker.run`'s reply, or the engine's account of one that failed to run)."""
+
+    model_config = ConfigDict(extra="ignore")
+    #: DSH's stop reason ("completed", "concluded", "request-limit", …; "error": it failed to run)
+    stop: str | None = None
+    #: model requests the worker made, as the shim counted them (None: it did not say)
+    requests: int | None = None
+    #: DSH's id of the child agent
+    child: str | None = None
+    #: why a worker failed to run (a transport error, a timeout, a host refusal)
+    detail: str | None = None
+
+
 class MeasureParams(_Model):
     """DSH's token meter over a session: {totalTokens, nodes: [{seq, tokens}]} or {error}."""
 
     sessionId: str
+
+
+class MeteredNode(_Model):
+    model_config = ConfigDict(extra="ignore")
+    seq: int
+    tokens: int
+
+
+class MeasureResult(_Model):
+    """`session.measure`'s reply: the meter's total and each surface node's price, or why it failed."""
+
+    model_config = ConfigDict(extra="ignore")
+    totalTokens: int | None = None
+    nodes: list[MeteredNode] = Field(default_factory=list)
+    error: str | None = None
 
 
 class FollowupParams(_Model):

@@ -1,14 +1,12 @@
-"""The segmented working-checkpoint job (design D-006, D-011).
+"""The segmented working-checkpoint job (docs/decisions.md#large-compactions-go-segment-by-segment).
 
 The selected span is split into segments of complete turns. Workers process them in order,
-each editing the host-owned working checkpoint through the session tools: a fork of the
-parent first (it has the history in context), then fresh spawns that get the segment's
-text in their prompt. Each segment has its own budget of consecutive workers without
-progress; progress resets it. A worker progressed only when it left the working checkpoint
-in a shape never seen at a worker boundary before and not one a finish was refused on
-(restating the same nodes, or repeating a refused shape, is no progress). The whole
-compaction is bounded too: `compaction.maxJobRequests` model requests and
-`compaction.jobTimeoutS` seconds over all its workers. One log line reports the job: its
+each editing the host-owned working checkpoint through the session tools: every segment is
+one finish of the compaction's worker run (`runtime.worker_run`): a fork of the parent first
+(it has the history in context), then fresh spawns that get the segment's text in their
+prompt. Each segment has its own budget of consecutive workers without progress and its own
+worker cap; the whole compaction is bounded by `compaction.maxJobRequests` model requests
+and `compaction.jobTimeoutS` seconds over all its workers. One log line reports the job: its
 workers, model requests, time and outcome. Nothing touches the session here: the finished
 checkpoint is returned for the caller's single transaction.
 """
@@ -19,7 +17,7 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Hashable, Mapping
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
@@ -27,7 +25,7 @@ from turn_memory.compaction import segment_prompt
 from turn_memory.compaction.memory import SessionMemoryEditor
 from turn_memory.compaction.segments import Segment, split_segments
 from turn_memory.compaction.selection import Selection, compressed_view
-from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode, ToolError
+from turn_memory.compaction.session_tools import FINISH, SessionTools, SourceNode
 from turn_memory.config import CompactionConfig
 from turn_memory.host.blocks import render_blocks
 from turn_memory.host.dialect import is_checkpoint_source
@@ -35,10 +33,9 @@ from turn_memory.host.images import missing_markers
 from turn_memory.host.markers import is_host_context_at
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
-from turn_memory.prompts import PromptError
 from turn_memory.runtime.interfaces import ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime.workers import run_worker
+from turn_memory.runtime.worker_run import Mode, RunSpec, WorkerRun
 
 log = logging.getLogger("turn_memory.compaction")
 _ids = itertools.count(1)
@@ -113,6 +110,39 @@ def render_transcript(editor: SessionMemoryEditor) -> str:
     return "\n\n".join(f"{_role_label[n.role]}: {n.text.strip()}" for n in editor.nodes)
 
 
+def run_spec(config: CompactionConfig) -> RunSpec:
+    """How a compaction's workers run: bounded by `compaction.*`, segment workers, its logger
+    (reads the persona and tool prompts: raises PromptError)."""
+    return RunSpec(section="compaction", job_noun="compaction", worker_prefix="c", bounds=config,
+                   persona=segment_prompt.persona(), tools=segment_prompt.worker_tool_specs(), log=log)
+
+
+@dataclass
+class SegmentTask:
+    """One segment as the worker run's task: the working checkpoint, with this segment assigned."""
+
+    where: str
+    segment: Segment
+    tools: SessionTools
+    editor: SessionMemoryEditor
+    config: CompactionConfig
+    finish: str = FINISH
+
+    @property
+    def label(self) -> str:
+        return f"turn-memory compaction {self.segment.id}"
+
+    def prompt(self, mode: Mode) -> str:
+        return segment_prompt.task(self.tools, self.editor, self.segment, spawn=mode == "spawn",
+                                   read_limit_chars=self.config.readLimitChars, handoff_chars=self.config.handoffChars)
+
+    def shape(self) -> Hashable:
+        return self.editor.shape()
+
+    def call(self, name: str, args: Any) -> str:
+        return self.tools.call(name, args)
+
+
 @dataclass
 class SegmentedJob:
     session: MirroredSession
@@ -125,13 +155,8 @@ class SegmentedJob:
     segments: list[Segment] = field(default_factory=list)
     editor: SessionMemoryEditor | None = None
     tools: SessionTools | None = None
-    current_worker: str | None = None
-    worker_modes: list[str] = field(default_factory=list)
-    #: model requests all workers made (a worker that did not say: its bound)
-    requests: int = 0
-    #: working-checkpoint shapes a finish was refused on
-    _refused: set[Any] = field(default_factory=set)
-    _deadline: float = 0.0
+    #: the job's workers (set once it runs)
+    worker_run: WorkerRun | None = None
 
     def __post_init__(self) -> None:
         self.job_id = self.job_id or f"compaction:{self.session.id}:{next(_ids)}"
@@ -140,99 +165,47 @@ class SegmentedJob:
     def where(self) -> str:
         return f"session {self.session.id} compaction job {self.job_id.rsplit(':', 1)[-1]}"
 
-    def prepare(self) -> None:
-        self.segments, sources = plan_segments(self.session.log, self.selection, self.config.segmentTokens, self.ready)
-        self.editor = SessionMemoryEditor(len(self.segments))
-        self.tools = SessionTools(self.editor, self.segments, sources, assigned=1,
-                                  read_limit_chars=self.config.readLimitChars)
+    def prepare(self) -> tuple[SessionTools, SessionMemoryEditor]:
+        """The segments, their sources and the working checkpoint (once)."""
+        if self.tools is None or self.editor is None:
+            self.segments, sources = plan_segments(self.session.log, self.selection, self.config.segmentTokens,
+                                                   self.ready)
+            self.editor = SessionMemoryEditor(len(self.segments))
+            self.tools = SessionTools(self.editor, self.segments, sources, assigned=1,
+                                      read_limit_chars=self.config.readLimitChars)
+        return self.tools, self.editor
 
     async def run(self) -> str:
         """Process every segment; returns the checkpoint transcript (raises SegmentFailed)."""
         started = time.monotonic()
-        self._deadline = started + self.config.jobTimeoutS
+        run = self.worker_run = WorkerRun.start(self.session, self.port, self.job_id, run_spec(self.config))
         outcome = "failed"
         try:
-            self.prepare()
-            assert self.tools is not None and self.editor is not None
+            tools, editor = self.prepare()
             log.info("%s: %d segment(s) over %d surface nodes", self.where, len(self.segments),
                      len(self.selection.shadowed))
             for segment in self.segments:
-                await self._segment(segment)
+                tools.assigned = segment.index
+                gave_up = await run.until_finished(SegmentTask(f"{self.where} {segment.id}", segment, tools, editor,
+                                                               self.config))
+                if gave_up is not None:
+                    raise SegmentFailed(f"{segment.id}: {gave_up}")
+                log.info("%s: %s done by worker %s (%s)", self.where, segment.id, run.workers[-1], run.modes[-1])
             # each finish checked its own segment; this guards what later segments rewrote
             missing = missing_markers(image_markers(self.session.log, self.selection.shadowed),
-                                      [n.text for n in self.editor.nodes])
+                                      [n.text for n in editor.nodes])
             if missing:
                 raise SegmentFailed(f"the checkpoint dropped image markers: {', '.join(missing)}")
             outcome = "finished"
-            return render_transcript(self.editor)
+            return render_transcript(editor)
         except SegmentFailed as exc:
             outcome = f"failed: {exc}"
             raise
         finally:
             log.info("%s: job %s: %d worker(s), %d model request(s), %.1fs", self.where, outcome,
-                     len(self.worker_modes), self.requests, time.monotonic() - started)
-
-    async def _segment(self, segment: Segment) -> None:
-        assert self.tools is not None and self.editor is not None
-        self.tools.assigned = segment.index
-        cfg = self.config
-        no_progress = 0
-        attempt = 0
-        seen = {self.editor.shape()}
-        while no_progress < cfg.workerAttempts and attempt < cfg.maxWorkers:
-            budget = cfg.maxJobRequests - self.requests
-            if budget <= 0:
-                raise SegmentFailed(f"{segment.id}: {self.requests} model requests, the compaction's budget "
-                                    "(compaction.maxJobRequests)")
-            left = self._deadline - time.monotonic()
-            if left <= 0:
-                raise SegmentFailed(f"{segment.id}: {cfg.jobTimeoutS:.0f}s, the compaction's wall-clock budget "
-                                    "(compaction.jobTimeoutS)")
-            mode = "fork" if attempt == 0 else "spawn"
-            attempt += 1
-            worker_id = f"c{next(_ids)}"
-            self.worker_modes.append(mode)
-            try:
-                prompt = self._prompt(segment, mode)
-            except PromptError as exc:
-                raise SegmentFailed(f"prompt: {exc}") from exc
-            self.current_worker = worker_id
-            try:
-                outcome, used = await run_worker(self.port, self.session.id, {
-                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt,
-                    "persona": segment_prompt.persona(), "tools": segment_prompt.worker_tool_specs(),
-                    "maxRequests": min(cfg.maxWorkerRequests, budget), "label": f"turn-memory compaction {segment.id}",
-                }, min(cfg.workerTimeoutS, left))
-            finally:
-                self.current_worker = None
-            self.requests += used
-            if segment.index in self.tools.finished:
-                log.info("%s: %s done by worker %d (%s)", self.where, segment.id, attempt, mode)
-                return
-            shape = self.editor.shape()
-            progressed = shape not in seen and shape not in self._refused
-            seen.add(shape)
-            no_progress = 0 if progressed else no_progress + 1
-            log.info("%s: %s worker %s (%s) ended without a finish (%s); %s", self.where, segment.id, worker_id, mode,
-                     outcome.get("stop") if isinstance(outcome, dict) else outcome,
-                     "progress, continuing" if progressed else f"no progress ({no_progress}/{self.config.workerAttempts})")
-        if no_progress >= self.config.workerAttempts:
-            raise SegmentFailed(f"{segment.id}: {self.config.workerAttempts} consecutive workers made no progress")
-        raise SegmentFailed(f"{segment.id}: not finished after {attempt} workers (the cap)")
-
-    def _prompt(self, segment: Segment, mode: str) -> str:
-        assert self.tools is not None and self.editor is not None
-        return segment_prompt.task(self.tools, self.editor, segment, spawn=mode == "spawn",
-                                   read_limit_chars=self.config.readLimitChars,
-                                   handoff_chars=self.config.handoffChars)
+                     len(run.workers), run.requests, time.monotonic() - started)
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
-        if self.tools is None or worker_id != self.current_worker:
+        if self.worker_run is None:
             return ToolResult("this worker is no longer active; stop now", is_error=True, conclude=True)
-        try:
-            text = self.tools.call(name, args)
-        except ToolError as exc:
-            if name == FINISH and self.editor is not None:
-                self._refused.add(self.editor.shape())
-            return ToolResult(str(exc), is_error=True)
-        return ToolResult(text, conclude=name == FINISH)
+        return self.worker_run.tool_call(worker_id, name, args)

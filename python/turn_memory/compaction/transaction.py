@@ -17,7 +17,7 @@ from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
 from turn_memory.prompts import render
-from turn_memory.runtime.land import Plan
+from turn_memory.runtime.land import Plan, PlanKind
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,12 @@ class NotSmaller(Exception):
 
 
 def start_plan(tx: Transaction) -> Plan:
-    return Plan([{"type": "compaction/start", "data": tx.lifecycle}], label="compaction/start")
+    return Plan([{"type": "compaction/start", "data": tx.lifecycle}], label="compaction/start", kind=PlanKind.COMPACTION)
 
 
 def failure_plan(tx: Transaction, error: str) -> Plan:
-    return Plan([{"type": "compaction/end", "data": {**tx.lifecycle, "error": error}}], label="compaction/end (error)")
+    return Plan([{"type": "compaction/end", "data": {**tx.lifecycle, "error": error}}], label="compaction/end (error)",
+                kind=PlanKind.COMPACTION)
 
 
 def shadowed_tokens(log: SessionLog, selection: Selection) -> int:
@@ -143,6 +144,7 @@ def commit_plan(log: SessionLog, tx: Transaction, start_seq: int, selection: Sel
          {"type": "compaction/end", "data": tx.lifecycle}],
         spans=[list(selection.shadowed)],
         label=f"compaction {tx.compaction_id} commit",
+        kind=PlanKind.COMPACTION,
     )
 
 

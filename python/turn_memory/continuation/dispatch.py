@@ -37,7 +37,7 @@ from turn_memory.continuation.reminder import enabled
 from turn_memory.host import continuations
 from turn_memory.host.dialect import OUR_PLUGIN, Dialect
 from turn_memory.host.markers import CONTINUATION_KEY
-from turn_memory.runtime.interfaces import TurnJobs
+from turn_memory.runtime.interfaces import LandingOutcome, TurnJobs
 from turn_memory.runtime.mirror import MirroredSession
 
 log = logging.getLogger("turn_memory.continuation")
@@ -84,7 +84,7 @@ class FollowupDispatcher:
                 await job.ready.wait()
             if job is not None:
                 # the follow-up's own turn carries the landing: never queue one it would refuse
-                ready = job.finished and not job.landing.startswith("refused") and job.landable_in_next_turn()
+                ready = job.finished and job.landing is not LandingOutcome.REFUSED and job.landable_in_next_turn()
             else:
                 ready = request.turn in session.log.index.landed
             if not ready:
@@ -167,7 +167,7 @@ class FollowupDispatcher:
             return True  # a checkpoint holds it: not the raw turn
         job = self._turns.jobs.get((session.id, request_turn))
         if job is not None:
-            if job.landing == "landed":
+            if job.landing is LandingOutcome.LANDED:
                 return True
             if deferred and request_turn == turn - 1 and job.finished and not job.landed.is_set():
                 return job.landable_in_step(turn, 1)

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable, Mapping, Protocol, Sequence
+from enum import Enum
+from typing import Any, AsyncContextManager, Callable, Iterable, Mapping, Protocol, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import ThoughtHintsConfig
@@ -21,6 +22,18 @@ class HintSource(Protocol):
     def forget(self, session_id: str, turn: int) -> None: ...
 
 
+class LandingOutcome(Enum):
+    """How a turn compression's landing ended."""
+
+    #: not landed yet (it waits for a landing point, or nothing was ever landable)
+    WAITING = "waiting"
+    LANDED = "landed"
+    #: refused for good: the turn stays raw (and pending: a restart redoes it)
+    REFUSED = "refused"
+    #: a session checkpoint took the turn and folded the compressed nodes: nothing left to land
+    FOLDED = "folded"
+
+
 class TurnLanding(Protocol):
     """A turn compression's progress (`turns.TurnJob`; read by `continuation`)."""
 
@@ -29,8 +42,7 @@ class TurnLanding(Protocol):
     landed: asyncio.Event
     #: the worker finished a validated rewrite
     finished: bool
-    #: "landed", "refused: …", "" while it waits
-    landing: str
+    landing: LandingOutcome
 
     def landable_in_next_turn(self) -> bool: ...
 
@@ -55,3 +67,8 @@ class ReadyRewrites(Protocol):
     def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]: ...
 
     def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None: ...
+
+
+#: enters the session's turn-rewrite barrier (docs/decisions.md#session-compaction-is-one-checkpoint-in-the-hosts-own-transaction): no turn rewrite starts while inside
+#: (`turns.TurnService.rewrite_barrier`, wired by `engine.py`, entered by `compaction`)
+Rewrites = Callable[[], AsyncContextManager[Any]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable
 
 from turn_memory import faults
@@ -20,6 +21,17 @@ from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.runtime.mirror import MirroredSession
 
 
+class PlanKind(Enum):
+    """What a plan is (fault injection targets turn landings)."""
+
+    #: a turn's pending marker, or its no-op landing (content unchanged)
+    TURN_MARKER = "turn-marker"
+    #: a compressed turn's rewrite
+    TURN_LANDING = "turn-landing"
+    #: a compaction transaction's events (start, commit, the closing end)
+    COMPACTION = "compaction"
+
+
 @dataclass
 class Plan:
     #: host-shaped events without seq/time: {type, data, surfaceOp?, sourceEventSeqs?}
@@ -27,8 +39,7 @@ class Plan:
     #: surface spans that must be unchanged when the shim applies the plan
     spans: list[list[int]] = field(default_factory=list)
     label: str = ""
-    #: what the plan is ("turn-landing", …); for logs and fault injection
-    kind: str = ""
+    kind: PlanKind = field(kw_only=True)
 
 
 class LandingError(Exception):
@@ -76,7 +87,7 @@ def check_spans(log: SessionLog, spans: list[list[int]]) -> None:
 
 def validate(log: SessionLog, plan: Plan) -> list[dict[str, Any]]:
     check_spans(log, plan.spans)
-    if plan.kind == "turn-landing" and faults.active(faults.CORRUPT_TURN_PLAN):
+    if plan.kind is PlanKind.TURN_LANDING and faults.active(faults.CORRUPT_TURN_PLAN):
         next(e for e in plan.events if "sourceEventSeqs" in e).pop("sourceEventSeqs")
     stamped = stamp(log, plan.events)
     try:
@@ -95,9 +106,9 @@ async def land(session: MirroredSession, port: HostPort, build: Callable[[Sessio
         log = session.log
         plan = build(log)
         validate(log, plan)
-        if plan.kind == "turn-landing" and faults.fire(faults.KILL_BEFORE_APPLY):
+        if plan.kind is PlanKind.TURN_LANDING and faults.fire(faults.KILL_BEFORE_APPLY):
             faults.die()
-        if plan.kind == "turn-landing" and faults.active(faults.REFUSE_TURN_LANDING):
+        if plan.kind is PlanKind.TURN_LANDING and faults.active(faults.REFUSE_TURN_LANDING):
             raise LandingError("host refused the plan: append-threw (fault-injected)")
         base = len(log)
         result = await port.apply(session.id, Expectation(logLength=base, spans=plan.spans), plan.events, plan.label)

@@ -6,18 +6,20 @@ from typing import Any, Callable, Protocol
 
 from turn_memory.bridge.protocol import ToolResult
 from turn_memory.host.tools import ToolError
+from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.read_image import worker_spec
 
 
 class WorkerJob(Protocol):
-    #: the session the job works for (a MirroredSession)
-    session: Any
+    #: the session the job works for
+    @property
+    def session(self) -> MirroredSession: ...
 
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult: ...
 
 
 #: a public tool a worker may call too: (the job's session, args) -> answer; raises ToolError
-SharedTool = Callable[[Any, Any], ToolResult]
+SharedTool = Callable[[MirroredSession, Any], ToolResult]
 
 
 class WorkerRegistry:
@@ -48,17 +50,3 @@ def worker_scope(own: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A compression worker's tools: its editor's own, then the public tools every worker scope
     mounts too (`read_memory_image`, answered by the registry's shared tools)."""
     return [*own, worker_spec()]
-
-
-async def run_worker(port: Any, session_id: str, spec: dict[str, Any], timeout: float) -> tuple[Any, int]:
-    """Run one worker through the port (`spec`: the `worker.run` fields). Returns its outcome (a
-    transport error, timeout or host refusal is an "error" stop) and the model requests it
-    counts against its job: what it reports, at most its `maxRequests`, which it counts as
-    when it does not say."""
-    bound = spec["maxRequests"]
-    try:
-        outcome = await port.run_worker(session_id, spec, timeout)
-    except Exception as exc:  # a failed worker, never a failed job
-        outcome = {"stop": "error", "detail": str(exc)}
-    used = outcome.get("requests") if isinstance(outcome, dict) else None
-    return outcome, min(used, bound) if isinstance(used, int) and used >= 0 else bound

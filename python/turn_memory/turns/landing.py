@@ -39,7 +39,7 @@ from turn_memory.host.dialect import Dialect, is_runtime_context
 from turn_memory.host.markers import CONTINUATION_KEY, Phase, marker_source
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import LANDING_STEP
-from turn_memory.runtime.land import Plan
+from turn_memory.runtime.land import Plan, PlanKind
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
 from turn_memory.turns.nodes import OriginalNode
 
@@ -57,6 +57,8 @@ class LandingContext:
     #: assistant/tool nodes then belong to that step. Recovery (host.turn_index) does
     #: not yet attribute such appends to the landed turn: the engine lands in pre-steps only.
     open_step: int | None = None
+    #: events appended before this plan (a turn/step opening planned ahead of the landing)
+    ahead: int = 0
 
 
 class LandingImpossible(Exception):
@@ -105,7 +107,8 @@ def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:
     message.update(id=_uuid(), source=marker_source(log.dialect, "pending", turn, **carried))
     sources = sorted({*event.get("sourceEventSeqs", ()), first_seq})
     return Plan([{"type": "user/message", "data": message, "surfaceOp": log.dialect.replace_op(first_seq, first_seq),
-                  "sourceEventSeqs": sources}], spans=[[first_seq]], label=f"turn {turn} pending marker")
+                  "sourceEventSeqs": sources}], spans=[[first_seq]], label=f"turn {turn} pending marker",
+                kind=PlanKind.TURN_MARKER)
 
 
 def noop_plan(log: SessionLog, first_seq: int, ctx: LandingContext) -> Plan:
@@ -183,7 +186,7 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
         events, shadowed = _assistants_appended(log, editor, positions, ctx)
     events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
     return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})",
-                kind="turn-landing")
+                kind=PlanKind.TURN_LANDING)
 
 
 def _in_place(log: SessionLog, editor: TurnNodeEditor, positions: list[int],
@@ -249,7 +252,7 @@ def _assistants_appended(log: SessionLog, editor: TurnNodeEditor, positions: lis
             **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(dialect, ctx)}  # type: ignore[union-attr]
         events = [{"type": "user/message", "data": first_message, **whole,
                    "sourceEventSeqs": sorted({*first.sources, *positions})}]
-        base = len(log)
+        base = len(log) + ctx.ahead
         calls: dict[str, dict[str, Any]] = {}
         for node in nodes[1:]:
             events += _appended(log, ctx, node, model, where, calls, base + len(events))

@@ -25,7 +25,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
-from turn_memory.runtime.interfaces import HintSource, ReadyTurn
+from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns import eligibility
@@ -143,7 +143,7 @@ class TurnService:
         gone = [job for job in jobs if not job.session.log.index.turn_nodes(job.turn)]
         for job in gone:  # a checkpoint took it while it was held
             queue.drop(job.turn)
-            job._stop("skipped: a checkpoint folded the turn while it was held")
+            job.stop("skipped: a checkpoint folded the turn while it was held")
             self._finish(session_id, [job])
         jobs = [job for job in jobs if job not in gone]
         if not jobs:
@@ -193,9 +193,9 @@ class TurnService:
 
     def note_landing(self, job: TurnJob) -> None:
         """A rewrite landed: what it kept tells the policy what this session's rewrites keep."""
-        if job.editor is None or not job.tokens or not job.editor.changed:
+        if job.compression is None or not job.tokens or not job.compression.editor.changed:
             return
-        kept = sum(-(-len(node.text) // 4) for node in job.editor.nodes)
+        kept = sum(-(-len(node.text) // 4) for node in job.compression.editor.nodes)
         raw, before = self._kept.get(job.session.id, (0, 0))
         self._kept[job.session.id] = (raw + job.tokens, before + kept)
 
@@ -247,7 +247,7 @@ class TurnService:
                     return True
                 if not await job.land_into(open_turn, open_step):
                     break  # it stays ready and lands at a later landing point; later turns wait for it
-                if job.landing == "landed":
+                if job.landing is LandingOutcome.LANDED:
                     self.note_landing(job)
             if job.done:
                 self.jobs.pop(key, None)
@@ -258,9 +258,11 @@ class TurnService:
         range): turn -> (its positions, its compressed nodes), for the checkpoint to fold."""
         inside, out = set(seqs), {}
         for (sid, turn), job in self.jobs.items():
-            if sid == session.id and job.finished and not job.landed.is_set() and job.editor is not None \
-                    and job.positions and inside.issuperset(job.positions):
-                out[turn] = (tuple(job.positions), [(n.role, n.text) for n in job.editor.nodes])
+            c = job.compression
+            if sid == session.id and job.finished and not job.landed.is_set() and c is not None \
+                    and c.positions and inside.issuperset(c.positions):
+                nodes: list[tuple[str, str]] = [(n.role, n.text) for n in c.editor.nodes]
+                out[turn] = (tuple(c.positions), nodes)
         return out
 
     def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None:

@@ -1,0 +1,225 @@
+"""One bounded worker run, shared by turn compression and session compaction.
+
+A job (a turn, or a batch of turns; a session compaction) owns one `WorkerRun`. The run
+works toward one finish at a time (`until_finished`: a turn batch's rewrite, or one segment
+of a checkpoint): workers start one after another, the first a fork of the parent agent (it
+has the history in context), every later one a fresh spawn that starts from the working
+surface. A worker progressed only when it left the working surface in a shape never seen at
+a worker boundary of this finish before and not one a finish was refused on (restating the
+same nodes, or repeating a refused rewrite, is no progress). A finish is given up after
+`workerAttempts` consecutive workers without progress, or `maxWorkers` workers; the whole job
+is bounded by `maxJobRequests` model requests and `jobTimeoutS` seconds over all its workers,
+besides each worker's own request and time bounds.
+
+The features differ only in data (`RunSpec`: the config section that bounds them, the
+workers' persona and tools, how they are named and logged) and in what they work on
+(`WorkerTask`: the prompt, the working surface's shape, the tools and the finishing one).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Hashable, Literal, Protocol
+
+from turn_memory.bridge.port import HostPort
+from turn_memory.bridge.protocol import ToolResult, WorkerRunResult
+from turn_memory.host.tools import ToolError
+from turn_memory.prompts import PromptError
+from turn_memory.runtime.mirror import MirroredSession
+
+#: how a worker starts: a fork inherits the parent's conversation, a spawn only its prompt
+Mode = Literal["fork", "spawn"]
+
+_worker_ids = itertools.count(1)
+
+
+class Bounds(Protocol):
+    """The bounds a feature's config section holds (`turns.*`, `compaction.*`: the same keys)."""
+
+    workerAttempts: int
+    maxWorkers: int
+    maxWorkerRequests: int
+    maxJobRequests: int
+    jobTimeoutS: float
+    workerTimeoutS: float
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What differs between the features' worker runs, as data."""
+
+    #: the config section the bounds come from: every give-up reason names its key
+    section: Literal["turns", "compaction"]
+    #: what a give-up reason calls the whole job ("the job's budget", "the compaction's budget")
+    job_noun: str
+    #: worker ids are this prefix and a process-wide number ("w12", "c3")
+    worker_prefix: str
+    bounds: Bounds
+    #: the workers' fixed persona and tool specs (the same for every worker of the feature)
+    persona: str
+    tools: list[dict[str, Any]]
+    #: the feature's logger: a run's lines read as the feature's own
+    log: logging.Logger
+
+
+class Bound(Enum):
+    """Which bound a run gave up at."""
+
+    NO_PROGRESS = "no-progress"
+    WORKER_CAP = "worker-cap"
+    REQUESTS = "requests"
+    DEADLINE = "deadline"
+    PROMPT = "prompt"
+
+
+@dataclass(frozen=True)
+class GaveUp:
+    bound: Bound
+    #: in plain words, naming the config key that set the bound
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class WorkerTask(Protocol):
+    """What one finish is about: a turn batch's rewrite, one segment of a checkpoint."""
+
+    @property
+    def where(self) -> str:
+        """Where the run's log lines point ("session s turn 4", "session s compaction job 2 S1")."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """The worker's label in DSH."""
+        ...
+
+    #: the tool whose accepted call finishes the task
+    finish: str
+
+    def prompt(self, mode: Mode) -> str:
+        """The worker's task prompt; raises PromptError."""
+        ...
+
+    def shape(self) -> Hashable:
+        """The working surface, comparable across workers (the progress check)."""
+        ...
+
+    def call(self, name: str, args: Any) -> str:
+        """A worker's tool call; raises ToolError and then changes nothing."""
+        ...
+
+
+async def run_worker(port: HostPort, session_id: str, spec: dict[str, Any], timeout: float) -> tuple[WorkerRunResult, int]:
+    """Run one worker through the port (`spec`: the `worker.run` fields). Returns how it ended (a
+    transport error, timeout or host refusal is an "error" stop) and the model requests it
+    counts against its job: what it reports, at most its `maxRequests`, which it counts as
+    when it does not say."""
+    bound = spec["maxRequests"]
+    try:
+        outcome = await port.run_worker(session_id, spec, timeout)
+    except Exception as exc:  # a failed worker, never a failed job
+        outcome = WorkerRunResult(stop="error", detail=str(exc))
+    used = outcome.requests
+    return outcome, min(used, bound) if used is not None and used >= 0 else bound
+
+
+def _stop(outcome: WorkerRunResult) -> str:
+    return f"{outcome.stop}: {outcome.detail}" if outcome.detail else str(outcome.stop)
+
+
+@dataclass
+class WorkerRun:
+    """A job's workers, one finish after another, within the job's bounds."""
+
+    session: MirroredSession
+    port: HostPort
+    job_id: str
+    spec: RunSpec
+    #: monotonic time by which every worker of the job must have ended
+    deadline: float
+    #: every worker the job started (ids) and how each started, in order
+    workers: list[str] = field(default_factory=list)
+    modes: list[Mode] = field(default_factory=list)
+    #: model requests all workers made (as the shim counted them; a worker that did not say: its bound)
+    requests: int = 0
+    #: the worker whose tool calls are answered now (None between workers)
+    current: str | None = None
+    _task: WorkerTask | None = None
+    _finished: bool = False
+    #: working-surface shapes a finish was refused on: restating one is no progress
+    _refused: set[Hashable] = field(default_factory=set)
+
+    @classmethod
+    def start(cls, session: MirroredSession, port: HostPort, job_id: str, spec: RunSpec) -> "WorkerRun":
+        """The job's run, its wall-clock bound starting now."""
+        return cls(session, port, job_id, spec, time.monotonic() + spec.bounds.jobTimeoutS)
+
+    async def until_finished(self, task: WorkerTask) -> GaveUp | None:
+        """Run workers on `task` until one's finish is accepted (None) or a bound is reached."""
+        spec, bounds = self.spec, self.spec.bounds
+        self._task, self._finished = task, False
+        seen = {task.shape()}
+        no_progress = started = 0
+        while True:
+            if no_progress >= bounds.workerAttempts:
+                return GaveUp(Bound.NO_PROGRESS, f"{no_progress} consecutive workers made no progress")
+            if started >= bounds.maxWorkers:
+                return GaveUp(Bound.WORKER_CAP, f"{started} workers, the cap ({spec.section}.maxWorkers)")
+            budget = bounds.maxJobRequests - self.requests
+            if budget <= 0:
+                return GaveUp(Bound.REQUESTS, f"{self.requests} model requests, the {spec.job_noun}'s budget "
+                                              f"({spec.section}.maxJobRequests)")
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return GaveUp(Bound.DEADLINE, f"{bounds.jobTimeoutS:.0f}s, the {spec.job_noun}'s wall-clock budget "
+                                              f"({spec.section}.jobTimeoutS)")
+            mode: Mode = "fork" if started == 0 else "spawn"
+            started += 1
+            worker_id = f"{spec.worker_prefix}{next(_worker_ids)}"
+            self.workers.append(worker_id)
+            self.modes.append(mode)
+            try:
+                prompt = task.prompt(mode)
+            except PromptError as exc:
+                spec.log.error("%s: prompt failed: %s", task.where, exc)
+                return GaveUp(Bound.PROMPT, f"the prompt failed: {exc}")
+            self.current = worker_id
+            try:
+                outcome, used = await run_worker(self.port, self.session.id, {
+                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt, "persona": spec.persona,
+                    "tools": spec.tools, "maxRequests": min(bounds.maxWorkerRequests, budget), "label": task.label,
+                }, min(bounds.workerTimeoutS, left))
+            finally:
+                self.current = None
+            self.requests += used
+            if self._finished:
+                return None
+            shape = task.shape()
+            progressed = shape not in seen and shape not in self._refused
+            seen.add(shape)
+            no_progress = 0 if progressed else no_progress + 1
+            spec.log.info("%s: worker %s (%s) ended without a finish (%s); %s", task.where, worker_id, mode,
+                          _stop(outcome), "it made progress, continuing" if progressed else
+                          f"no progress ({no_progress}/{bounds.workerAttempts})")
+
+    def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
+        """A worker's tool call: answered only for the worker running now, until its finish."""
+        task = self._task
+        if task is None or worker_id != self.current or self._finished:
+            return ToolResult("this worker is no longer active; stop now", is_error=True, conclude=True)
+        try:
+            text = task.call(name, args)
+        except ToolError as exc:
+            if name == task.finish:
+                self._refused.add(task.shape())
+            return ToolResult(str(exc), is_error=True)
+        if name == task.finish:
+            self._finished = True
+            return ToolResult(text, conclude=True)
+        return ToolResult(text)

@@ -1,0 +1,91 @@
+"""Whether a finished turn compression lands at a landing point, and landing it there.
+
+The plan is `turns.landing`'s; this module picks the moment. A landing belongs to the turn
+(and, on 0.2, the loop's step) open when it was asked for: it is replanned on every attempt
+and refused as *not now* (it stays ready for a later landing point) once that turn or step
+closed. The checks ahead of a landing point (`refusal_in_step`, `refusal_in_next_turn`) plan
+it as if the turn/step opening events were already appended and validate both together.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from turn_memory.bridge.port import HostPort
+from turn_memory.host.surface import SessionLog
+from turn_memory.runtime.interfaces import LandingOutcome
+from turn_memory.runtime.land import LandingError, LogKeptMoving, Plan, land, validate
+from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.turns.compression import Compression
+from turn_memory.turns.landing import LandingContext, LandingImpossible, plan_landing
+
+log = logging.getLogger("turn_memory.turns")
+
+
+def context(turn: int, compression: Compression, open_turn: int | None, open_step: int | None = None,
+            ahead: int = 0) -> LandingContext:
+    return LandingContext(turn, open_turn, len(compression.workers), tuple(compression.modes), open_step=open_step,
+                          ahead=ahead)
+
+
+def plan_into(log_: SessionLog, turn: int, compression: Compression, open_turn: int, open_step: int | None) -> Plan:
+    """The landing while `open_turn` (and its step `open_step`) is open: raises a transient
+    `LandingImpossible` once it is not."""
+    if log_.index.open_turn != open_turn:
+        raise LandingImpossible(f"turn {open_turn} is no longer open", transient=True)
+    if open_step is not None and log_.index.open_step != (open_turn, open_step):
+        raise LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open", transient=True)
+    return plan_landing(log_, compression.editor, compression.positions, context(turn, compression, open_turn, open_step))
+
+
+def _refusal_after(log_: SessionLog, turn: int, compression: Compression, opening: list[dict[str, Any]],
+                   open_turn: int, open_step: int | None) -> str | None:
+    """Why the landing would be refused once `opening` (turn/step events) is appended, or None."""
+    try:
+        plan = plan_landing(log_, compression.editor, compression.positions,
+                            context(turn, compression, open_turn, open_step, ahead=len(opening)))
+        validate(log_, Plan([*opening, *plan.events], spans=plan.spans, label=plan.label, kind=plan.kind))
+        return None
+    except (LandingError, LandingImpossible) as exc:
+        return str(exc)
+
+
+def refusal_in_step(log_: SessionLog, turn: int, compression: Compression, open_turn: int, step: int) -> str | None:
+    """Why the landing would be refused inside the loop's step `step` of `open_turn`, which has
+    not started yet (0.2: the pre-step defers the landing to the step's request), or None."""
+    return _refusal_after(log_, turn, compression, [{"type": "step/start", "data": {"turn": open_turn, "step": step}}],
+                          open_turn, step)
+
+
+def refusal_in_next_turn(log_: SessionLog, turn: int, compression: Compression) -> tuple[int, str | None]:
+    """The next turn, and why the landing would be refused at its landing point (its first
+    pre-step; 0.2: its first step's request) were it to start now, or None."""
+    next_turn = (log_.index.latest_turn or turn) + 1
+    opening: list[dict[str, Any]] = [{"type": "turn/start", "data": {"turn": next_turn}}]
+    step = None
+    if not log_.dialect.plugin_steps:
+        opening.append({"type": "step/start", "data": {"turn": next_turn, "step": 1}})
+        step = 1
+    return next_turn, _refusal_after(log_, turn, compression, opening, next_turn, step)
+
+
+async def land_into(session: MirroredSession, port: HostPort, turn: int, compression: Compression, open_turn: int,
+                    open_step: int | None, where: str) -> tuple[LandingOutcome, str]:
+    """Land the compression while `open_turn` is open: in its pre-step (no step open), or inside
+    the loop's own step `open_step` before that step commits anything (0.2).
+
+    LANDED; REFUSED for good, with why (the turn stays raw and pending: a restart redoes it);
+    or WAITING when it could not land now but may at a later landing point (the turn or step
+    it was asked to land in is no longer open, the log kept moving).
+    """
+    try:
+        await land(session, port, lambda log_: plan_into(log_, turn, compression, open_turn, open_step))
+    except (LandingImpossible, LogKeptMoving) as exc:
+        if isinstance(exc, LogKeptMoving) or exc.transient:
+            log.info("%s: not landed now (%s); retrying at the next landing point", where, exc)
+            return LandingOutcome.WAITING, str(exc)
+        return LandingOutcome.REFUSED, str(exc)
+    except LandingError as exc:  # incl. SpanMoved: a checkpoint took the turn, its nodes changed
+        return LandingOutcome.REFUSED, str(exc)
+    return LandingOutcome.LANDED, ""

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turn_memory.host.dialect import Dialect, is_runtime_context
-from turn_memory.host.markers import CONTINUATION_KEY, Phase, marker_source
+from turn_memory.host.markers import COMPRESSED_TURN, CONTINUATION_KEY, Phase, marker_source
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.land import Plan, PlanKind
@@ -242,10 +242,12 @@ def _assistants_appended(log: SessionLog, editor: TurnNodeEditor, positions: lis
     whole = {"surfaceOp": dialect.replace_op(positions[0], positions[-1])}
     if _block_problem(log, [BlockTurn(editor, positions, ctx)]) is None:
         return _block_events(log, [BlockTurn(editor, positions, ctx)]), shadowed  # mode 3
-    # mode 4: one user checkpoint standing for the whole turn, roles written out
+    # mode 4: one user checkpoint standing for the whole turn, roles written out; its source
+    # says so, so a later reader (the session worker's catalog) can split it back
     label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
     text = "\n\n".join(f"{label[n.role]}: {n.text}" for n in nodes)
-    return [{"type": "user/message", "data": _user_message(text, _marker(dialect, ctx)), **whole,
+    source = {**_marker(dialect, ctx), "form": COMPRESSED_TURN}
+    return [{"type": "user/message", "data": _user_message(text, source), **whole,
              "sourceEventSeqs": sorted({s for n in nodes for s in n.sources} | set(positions))}], shadowed
 
 

@@ -195,28 +195,32 @@ def test_v02_a_ready_turn_waits_for_the_next_turns_start_to_land_with_the_turn_a
     assert shapes(host, 1, 2) == [["user", "assistant"], ["user", "assistant"]]
 
 
-def test_v02_a_ready_turn_stops_waiting_for_its_shape_after_shape_wait_turns_turn_starts():
-    """Turn 2's worker never finishes in time: turn 1 waits through turn 3's start (the one
-    turn start `turns.shapeWaitTurns` allows) and lands at turn 4's start as one user
-    message; turn 2, still compressing, never blocked a landing that could not wait."""
-    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=1, batchTurns=1)
+@pytest.mark.parametrize("wait_turns", [1, 2])
+def test_v02_a_ready_turn_stops_waiting_for_its_shape_at_the_shape_wait_turns_th_turn_start(wait_turns):
+    """Turn 2's worker never finishes in time, so no block can take turn 1: it lands as one
+    user message at the `turns.shapeWaitTurns`-th turn start after it was ready (turn 3's
+    start for 1, turn 4's for 2), and not before."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=wait_turns, batchTurns=1)
     stuck = asyncio.Event()
     attach_workers(host, service, [WorkerScript([fold(1), FINISH]), WorkerScript([fold(2), FINISH], gate=stuck)])
+    landed_at: list[int] = []
 
     async def scenario():
         await complete_turn(host, service, cfg)
         await service.drained(SESSION, 5)
         play_turn(host, 2)  # turn 1 was ready before turn 2, but its pre-step ran without us
         await complete_turn(host, service, cfg, turn=2)
-        assert await next_turn_prestep(host, service, cfg, turn=3) is False
-        assert compression_markers(host.log.events) == []  # waited through turn 3's start
-        play_turn(host, 3, started=True)
-        await complete_turn(host, service, cfg, turn=3)
-        assert await next_turn_prestep(host, service, cfg, turn=4) is False
+        for turn in (3, 4):
+            assert await next_turn_prestep(host, service, cfg, turn=turn) is False
+            if compression_markers(host.log.events) and not landed_at:
+                landed_at.append(turn)
+            play_turn(host, turn, started=True)
+            await complete_turn(host, service, cfg, turn=turn)
         stuck.set()
         await service.drained(SESSION, 5)
 
     run(scenario())
+    assert landed_at == [2 + wait_turns]
     assert compression_markers(host.log.events)[0] == ("compression", 1)
     assert shapes(host, 1) == [["user"]]
     assert SessionLog(V02, host.log.events).reload_problems == []

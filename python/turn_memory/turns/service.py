@@ -263,8 +263,8 @@ class TurnService:
         On 0.2 the newest ready turns that reach the surface tail land as one block inside the
         loop's step, each keeping its user/assistant shape: at the step's request (`open_step`),
         or, from the turn's first pre-step (`turn_start`), deferred to that request (returns
-        True). An older one that could only land as one user message waits, through up to
-        `wait_turns` turn starts, for a block to take it (later turns wait behind it).
+        True). An older one that could only land as one user message waits for a block to take
+        it until the `wait_turns`-th turn start, then lands as it can (later turns wait behind it).
         """
         ready = self._ready(session, open_turn)
         if not ready:
@@ -278,7 +278,7 @@ class TurnService:
         for job in alone:
             c = job.compression
             if c is not None and not landing_check.keeps_shape_anywhere(log_, c, open_turn) \
-                    and not self._stop_waiting(job, turn_start, open_step is not None, wait_turns):
+                    and not self._stop_waiting(job, turn_start, wait_turns):
                 if turn_start:
                     log.info("session %s turn %d: ready; waits (turn start %d of %d) for a landing that keeps its "
                              "user/assistant shape: the turns after it are not all ready to land with it",
@@ -309,13 +309,11 @@ class TurnService:
         return False
 
     @staticmethod
-    def _stop_waiting(job: TurnJob, turn_start: bool, at_request: bool, wait_turns: int) -> bool:
-        """Whether a ready turn that can only land flattened stops waiting for its shape now:
-        once it has waited through `wait_turns` turn starts (0: at once)."""
+    def _stop_waiting(job: TurnJob, turn_start: bool, wait_turns: int) -> bool:
+        """Whether a ready turn that can only land flattened stops waiting for its shape now: at
+        the `wait_turns`-th turn start after it was ready (0: at once)."""
         if turn_start:
             job.shape_waits += 1
-        if turn_start or at_request:  # this turn start is one it waits through, unless past the limit
-            return job.shape_waits > wait_turns
         return job.shape_waits >= wait_turns
 
     def _landed(self, session: MirroredSession, job: TurnJob) -> None:

@@ -240,7 +240,7 @@ def test_the_report_prints_every_metric_ratio_and_verdict():
     assert "stock compacted in turn 2: ~25,000 tokens folded into a ~2,000-token summary" in text
     assert "turn-memory runs no session compaction where stock runs one" in text
     modes = next(line for line in text.splitlines() if "landed in place / as user + assistant" in line)
-    assert modes.split()[-5:] == ["0", "/", "1", "/", "1"]
+    assert modes.split()[-6:] == ["0", "/", "1", "/", "1", "—"]  # stock lands nothing
 
 
 def test_a_sensitivity_run_is_priced_against_the_stock_runs_of_its_scenario():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from session_analysis import median
+from session_analysis import LANDING_MODES, median
 from session_scenarios import Scenario
 
 VARIANTS = ("turn-memory", "stock")
@@ -45,6 +45,8 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
                          for k in sorted({k for r in rs for k in r["requests"]})},
             "landed_worker": median(len(r["landed"]["worker"]) for r in rs),
             "landed_no_worker": median(len(r["landed"]["no_worker"]) for r in rs),
+            **{f"landed_{mode}": median(len((r.get("landing_modes") or {}).get(mode, [])) for r in rs)
+               for mode in LANDING_MODES},
             "job_start_turn1_ms": median(turn_keys(r["job_start_ms"]).get(1) for r in rs),
             "job_start_later_ms": median(v for r in rs for k, v in turn_keys(r["job_start_ms"]).items() if k > 1),
             "raw_next": median(len(r["raw_in_next_first_request"]) for r in rs),
@@ -131,6 +133,8 @@ def rows_for(sc: Scenario, tm: Mapping[str, Any], st: Mapping[str, Any]) -> list
         info("warnings and errors the host logged", f"{tm['host_warnings']:.0f}", f"{st['host_warnings']:.0f}"),
         info("turns compressed with a worker / no-op, no worker / still held at the end",
              f"{compressed:.0f}/{sc.turns} / {tm['landed_no_worker']:.0f} / {tm['held_at_end'] or 0:.0f}"),
+        info("  landed in place / as user + assistant / as one user message (how, from the log)",
+             " / ".join(f"{tm[f'landed_{mode}'] or 0:.0f}" for mode in LANDING_MODES)),
         info("  compressed when they ended / held first, compressed with a later turn",
              f"{tm['eligible'] or 0:.0f} / {tm['held_then_compressed'] or 0:.0f}"),
         info("turn/end -> its worker's 1st request: turn 1 / later",

@@ -83,6 +83,12 @@ class TurnConfig(_Section):
     landingWaitS: float = Field(30.0, ge=0, description=(
         "with `turns.landingBarrier`: how long a turn's first request waits for the previous turn's "
         "compression, then proceeds raw (it lands at a later pre-step)"))
+    shapeWaitTurns: int = Field(1, ge=0, description=(
+        "0.2 hosts: a ready compression that could land now only as one user message (`User: … Assistant: …`: "
+        "later turns follow it on the surface) waits for a landing that keeps its user/assistant shape (the turns "
+        "after it ready too: they land together at a turn's first request) until this many turn starts have "
+        "passed, then lands as it can; 1: it lands at the next turn start, 0: at the first pre-step. rc.8 always "
+        "keeps the shape"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
     batchTurns: int = Field(4, ge=1, description=(

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import host_problems, reload, text_of
 from test_turn_compression_e2e import IS_WORKER, agent_requests
+from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
@@ -111,6 +112,41 @@ def test_a_turn_ready_only_later_lands_at_a_later_step(home, fake):
         assert text.startswith("User: COMPRESSED-USER") and "\n\nAssistant: COMPRESSED-ASSISTANT" in text
     after = next(r for r in agent_requests(fake) if "Third task" in r.last_user_text)
     assert "COMPRESSED-USER" in "".join(text_of(m) for m in after.messages)
+
+
+def test_turns_ready_by_a_turns_start_land_together_each_keeping_its_shape(home, fake, tmp_path):
+    """Turn 1's worker is slow: turn 2's first request goes out without it (the barrier's wait
+    is short), and it is ready only while turn 2 runs its tool. Turn 2's worker is fast. By
+    turn 3's first request both are ready and reach the surface tail: 0.2 lands them there as
+    one block (turn 1 waited for it instead of flattening mid-turn), rc8 in place; either way
+    both keep their user/assistant shape and the request carries both compressed."""
+    engine_log = tmp_path / "engine.log"
+    second = [{"text": "Writing the test.", "tool_calls": [{"name": "bash", "arguments": {
+        "command": "sleep 3; echo test-written", "description": "write test"}}]}, "Turn two done. SECOND-DONE"]
+    fake.push("turn", *TURN_1, *second, "Turn three done. THIRD-DONE")
+
+    def workers(request):
+        reply = worker_responder(request)
+        slow = reply is not None and any("memory editor for turn 1 " in text_of(m) for m in request.messages)
+        return {**reply, "delay_ms": 1500} if slow else reply
+
+    fake.responder = workers
+    run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"], engine_overrides={
+        "turns": {"landingBarrier": True, "landingWaitS": 0.5}, "engine": {"logFile": str(engine_log)}})
+    assert run.returncode == 0, (run.records, run.stderr[-2000:])
+    assert host_problems(run) == []
+    _, events = home.session_log(run.session_id)
+    reload(home, events)
+    log = SessionLog(home.dialect, events)
+    shapes = [[log.message_of(s)["role"] for s in turn_nodes(log, turn)] for turn in (1, 2)]
+    assert shapes == [["user", "assistant"], ["user", "assistant"]]
+    landed = [line for line in engine_log.read_text().splitlines() if ": landed (" in line]
+    block = [line for line in landed if "in one block with turns 1, 2" in line]
+    assert len(block) == (2 if home.dialect.name == "v02" else 0), landed
+    request = next(r for r in agent_requests(fake) if "Third task" in r.last_user_text)
+    carried = "".join(text_of(m) for m in request.messages)
+    assert "listing parser.py" not in carried and "test-written" not in carried
+    assert answered(request)
 
 
 def test_a_plan_the_host_would_refuse_is_refused_before_anything_is_appended(home, fake, tmp_path):

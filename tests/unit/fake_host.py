@@ -7,6 +7,7 @@ the way the shim sends them: as JSON batches, before each reply.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any, Callable
@@ -116,10 +117,12 @@ class FakeHost:
 class WorkerScript:
     """A scripted worker for FakeHost.run_worker: a list of (tool, args) calls, then a stop."""
 
-    def __init__(self, calls: list[tuple[str, Any]], stop: str = "completed"):
+    def __init__(self, calls: list[tuple[str, Any]], stop: str = "completed", gate: asyncio.Event | None = None):
         self.calls = calls
         self.stop = stop
         self.answers: list[Any] = []
+        #: the worker's first call waits for this (a slow worker), when given
+        self.gate = gate
 
 
 def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) -> list[dict[str, Any]]:
@@ -133,6 +136,8 @@ def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) ->
     async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
         started.append(spec)
         script = scripts.pop(0) if scripts else WorkerScript([], stop="completed")
+        if script.gate is not None:
+            await script.gate.wait()
         for requests, (tool, args) in enumerate(script.calls, start=1):
             if requests > spec["maxRequests"]:
                 return WorkerRunResult(stop="request-limit", requests=requests - 1)

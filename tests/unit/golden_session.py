@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from surface_builders import SNAPSHOT_TEXT, LogBuilder, snapshot_source
+from surface_builders import SNAPSHOT_TEXT, LogBuilder, assistant_stream, snapshot_source
+from turn_memory.host.dialect import Dialect
 from turn_memory.host.dialects import RC8
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.turn_index import node_origins
@@ -53,8 +54,9 @@ def _text(text: str) -> dict[str, Any]:
 
 
 class GoldenSession:
-    def __init__(self) -> None:
-        self.b = LogBuilder(RC8)
+    def __init__(self, dialect: Dialect = RC8) -> None:
+        self.dialect = dialect
+        self.b = LogBuilder(dialect)
         self._ids = 0
 
     def _id(self, kind: str) -> str:
@@ -75,24 +77,28 @@ class GoldenSession:
         if call:
             content.append({"type": "tool-call", "id": call[0], "name": call[1], "arguments": call[2]})
         message = {"id": self._id("asst"), "role": "assistant", "source": PROVIDER, "content": content}
-        b.add("assistant/message", RC8.assistant_data(turn, step, message), op="append")
+        extra = {"usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+                 "stream": assistant_stream(content)} if self.dialect.assistant_requires_stream else {}
+        b.add("assistant/message", self.dialect.assistant_data(turn, step, message, **extra), op="append")
         if call:
             seq = b.add("tool/call", {"turn": turn, "step": step, "callId": call[0], "name": call[1],
                                       "arguments": call[2]})
             data = {"turn": turn, "step": step,
-                    "message": RC8.tool_result_message(self._id("tool"), call[0], [_text(result or "")])}
+                    "message": self.dialect.tool_result_message(self._id("tool"), call[0], [_text(result or "")])}
             b.add("tool/result", data, op="append", sources=[seq])
         b.add("step/end", {"turn": turn, "step": step})
 
     def build(self) -> SessionLog:
         b = self.b
         b.add("permission/preset", {"preset": "workspace-write"})
+        if self.dialect.protects_system_head:
+            b.system("You are a coding agent.")  # 0.2: node 0, committed inside turn 1's first step
         b.add("turn/start", {"turn": 1})
         b.add("step/start", {"turn": 1, "step": 1})
         self.user(_text("The nightly import drops rows: `python -m billing.import data/orders-2024-05.csv` reports "
                         "178 imported, but the file has 180 data rows. Find out why and fix it; keep the "
                         "signature of `import_rows()`."))
-        self.user(_text(SNAPSHOT), source=snapshot_source(RC8))
+        self.user(_text(SNAPSHOT), source=snapshot_source(self.dialect))
         b.add("step/end", {"turn": 1, "step": 1})
         self.step(1, 2, "Reading the importer first.",
                   ("call-1", "bash", '{"command": "sed -n 1,40p billing/importer.py"}'), IMPORTER, REASONING_1)
@@ -117,7 +123,7 @@ class GoldenSession:
 
         b.add("turn/start", {"turn": 2})
         b.add("step/start", {"turn": 2, "step": 1})
-        self.user(_text(SNAPSHOT), source=snapshot_source(RC8))
+        self.user(_text(SNAPSHOT), source=snapshot_source(self.dialect))
         self.user(_text("The dashboard still shows 178 orders for May, see the screenshot. Does it read from a "
                         "cache?"), {"type": "image", "attachment": SCREENSHOT})
         b.add("step/end", {"turn": 2, "step": 1})
@@ -141,11 +147,11 @@ class GoldenSession:
                   "REFRESH\n180")
         self.step(3, 3, "Refreshed: May now shows 180 orders.")
         b.add("turn/end", {"turn": 3, "reason": {"kind": "completed"}})
-        return SessionLog(RC8, b.events)
+        return SessionLog(self.dialect, b.events)
 
 
-def session_log() -> SessionLog:
-    return GoldenSession().build()
+def session_log(dialect: Dialect = RC8) -> SessionLog:
+    return GoldenSession(dialect).build()
 
 
 def turn_positions(log: SessionLog, turn: int) -> list[int]:

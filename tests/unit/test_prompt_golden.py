@@ -30,11 +30,14 @@ from turn_memory.config import CompactionConfig, EngineConfig
 from turn_memory.continuation import texts
 from turn_memory.devtools.fake_model import FakeRequest
 from turn_memory.devtools.scripted_workers import worker_responder
-from turn_memory.host.dialects import RC8
+from turn_memory.host.dialects import RC8, V02
+from turn_memory.host.surface import SessionLog
+from turn_memory.runtime.land import stamp
 from turn_memory.host.reasoning import Hint, ReasoningBlock
 from turn_memory.prompts import read_prompt, render_prompt
 from turn_memory.turns import prompt as turn_prompt
 from turn_memory.turns.editor import Output, TurnNodeEditor
+from turn_memory.turns.landing import LandingContext, plan_landing
 from turn_memory.turns.nodes import original_nodes
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -94,6 +97,43 @@ def session_task(segment: int) -> str:
                                read_limit_chars=config.readLimitChars, handoff_chars=config.handoffChars)
 
 
+#: what the workers kept of turns 1 and 2 (the relay run's turns that landed as one message)
+FOLDED = {
+    1: ("Find out why the nightly import of data/orders-2024-05.csv imports 178 of 180 rows and fix it; keep "
+        "import_rows()'s signature.",
+        "Ran `python -m billing.import data/orders-2024-05.csv --dry-run -v`: `row 1042: 4 fields, expected 6 "
+        "(skipped)`, `row 1107: 4 fields, expected 6 (skipped)`. billing/importer.py split lines itself; it now "
+        "iterates csv.reader records. Dry run: 180 imported, 0 skipped; tests/test_importer.py: 7 passed."),
+    2: ("The dashboard still shows 178 orders for May (screenshot). Does it read from a cache?",
+        "`grep -rn monthly_totals billing/ dashboards/`: dashboards/orders.sql:3 reads the materialized view "
+        "monthly_totals, refreshed daily at 02:00 (billing/cron.py:18); `python -m billing.refresh "
+        "monthly_totals` updates it now."),
+}
+
+
+def compressed_turns_task() -> str:
+    """The relay run's finding re-checked: on 0.2 turns 1 and 2 landed after turn 3 followed
+    them, each as one user message (`User: … Assistant: …`); the session worker's task then
+    names them `compressed-turn`, which its prompt says to split back."""
+    log = session_log(V02)
+    log.append({"type": "turn/start", "seq": len(log), "time": 1, "data": {"turn": 4}})
+    for turn, (user, assistant) in FOLDED.items():
+        positions = turn_positions(log, turn)
+        e = TurnNodeEditor(turn, original_nodes(log, positions))
+        nodes = [Output("user", user), Output("assistant", assistant)]
+        if turn == 2:  # the screenshot's marker is kept
+            nodes[0] = Output("user", user + " " + e.originals[1].images[0])
+        e.replace(e.nodes[0].id, e.nodes[-1].id, nodes)
+        for event in stamp(log, plan_landing(log, e, positions, LandingContext(turn, 4, 1, ("fork",))).events):
+            assert log.append(event) == []
+    selection = Selection([s for t in (1, 2, 3) for s in turn_positions(log, t)])
+    segments, sources = plan_segments(log, selection, 4000)
+    tools = SessionTools(SessionMemoryEditor(len(segments)), segments, sources, assigned=1)
+    config = CompactionConfig()
+    return segment_prompt.task(tools, tools.editor, segments[0], spawn=False, read_limit_chars=config.readLimitChars,
+                               handoff_chars=config.handoffChars)
+
+
 def checkpoint() -> str:
     summary = tx_.Summary(blocks=[{"type": "text", "text": "User: Fix the import.\n\nAssistant: Fixed: 180 of 180."}],
                           raw_output=[], provider="deepseek-official", model="deepseek-v4-flash")
@@ -115,6 +155,7 @@ RENDERS: dict[str, Callable[[], str]] = {
     "session-worker.tools.txt": lambda: tools_text(segment_prompt.worker_tool_specs()),
     "session-worker.task.fork.txt": lambda: session_task(1),
     "session-worker.task.spawn-with-handoff.txt": lambda: session_task(2),
+    "session-worker.task.compressed-turns.txt": compressed_turns_task,
     "thought-hints.system.txt": lambda: render_prompt("thought-hints", {}),
     "continuation.reminder.txt": lambda: texts.reminder(120, 84_000, 100, 50) + "\n",
     "continuation.accepted.txt": lambda: texts.accepted() + "\n",
@@ -149,6 +190,8 @@ def test_the_fixed_session_covers_what_the_tasks_must_show():
     assert "Thought hints" in fork and "host-context" in fork and "raw reasoning" in fork
     assert "You start fresh" in spawn and "r1" in spawn and "<memory-image" in spawn
     assert "t2.n1" in batch and "t3.n1" in batch
+    assert "· user · compressed-turn · User: Find out why" in compressed_turns_task()
+    assert SessionLog(V02, session_log(V02).events).reload_problems == []
     first, second = session_task(1), session_task(2)
     assert "You start fresh" not in first and "What earlier segments established" not in first
     assert "You start fresh" in second and "What earlier segments established" in second and "<memory-image" in second

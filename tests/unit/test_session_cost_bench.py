@@ -181,6 +181,30 @@ def test_the_engine_log_tells_turns_compressed_when_they_ended_from_held_ones():
     assert A.two_turn_gaps({1: 1000.0, 2: 5000.0}, {3: 9.0, 4: 20.0}) == [8000.0, 15000.0]
 
 
+def test_the_landing_modes_are_read_from_the_session_log():
+    """Each landed compression counted by the shape it took: node by node, a head with its
+    assistant nodes appended (alone or in a block), or one user message for the whole turn."""
+    from test_turn_landing import block_log, fold, land, member
+    from turn_memory.host.dialects import RC8, V02
+    from turn_memory.turns.landing import plan_block_landing, plan_landing
+    from turn_builders import Shape
+
+    log, turns = block_log(V02, [Shape(), Shape(), Shape()])
+    flat = member(log, 2, turns[2], open_step=None)
+    fold(flat, "a", "b")
+    land(log, plan_landing(log, flat.editor, flat.positions, flat.ctx))  # turns 3 and 4 follow it: one message
+    block = [member(log, 3, turns[3]), member(log, 4, turns[4])]
+    for m in block:
+        fold(m, "c", "d")
+    land(log, plan_block_landing(log, block))
+    assert A.landing_modes(log.events, V02) == {"in_place": [], "shape_kept": [3, 4], "one_message": [2]}
+    rc8, rc8_turns = block_log(RC8, [Shape()])
+    one = member(rc8, 2, rc8_turns[2])
+    fold(one, "a", "b")
+    land(rc8, plan_landing(rc8, one.editor, one.positions, one.ctx))
+    assert A.landing_modes(rc8.events, RC8) == {"in_place": [2], "shape_kept": [], "one_message": []}
+
+
 def fake_run(variant: str, cost: float, turn_ms: list[int], wall: float, **more) -> dict:
     tm = variant == "turn-memory"
     return {"variant": variant, "cost_usd": cost, "hit_ratio": 0.9, "worker_share": 0.3 if tm else 0,
@@ -188,6 +212,7 @@ def fake_run(variant: str, cost: float, turn_ms: list[int], wall: float, **more)
             "floor_usd": cost * (0.9 if tm else 1.0), "turn_ms": turn_ms, "wall_s": wall, "tool_tokens": 3000,
             "prefix_rewrites": 3, "agent_miss_tokens": 1000, "requests": {"agent": 5, "worker": 2},
             "landed": {"worker": [1, 2], "no_worker": []}, "job_start_ms": {1: 50.0, 2: 40.0},
+            "landing_modes": {"in_place": [], "shape_kept": [2], "one_message": [1]} if tm else {},
             "raw_in_next_first_request": [], "raw_two_turns_later": [], "host_warnings": 0, "problems": [],
             "decisions": {"eligible": [1, 2], "held_then_compressed": [], "held": []},
             "compactions": [] if tm else [{"turn": 2, "shadowed_tokens": 25000, "summary_tokens": 2000}],
@@ -214,6 +239,8 @@ def test_the_report_prints_every_metric_ratio_and_verdict():
     assert "0.45×" in text and "0.40×" in text    # final 9000 / 20000, peak 12000 / 30000
     assert "stock compacted in turn 2: ~25,000 tokens folded into a ~2,000-token summary" in text
     assert "turn-memory runs no session compaction where stock runs one" in text
+    modes = next(line for line in text.splitlines() if "landed in place / as user + assistant" in line)
+    assert modes.split()[-6:] == ["0", "/", "1", "/", "1", "—"]  # stock lands nothing
 
 
 def test_a_sensitivity_run_is_priced_against_the_stock_runs_of_its_scenario():

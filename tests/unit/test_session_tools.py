@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -19,6 +20,11 @@ from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.session_tools import TOOL_NAMES, SessionTools, ToolError, source_label
 from turn_memory.config import CompactionConfig
 from turn_memory.host.dialects import RC8, V02
+from turn_memory.host.surface import SessionLog
+from turn_memory.runtime.land import stamp
+from turn_memory.turns.editor import Output, TurnNodeEditor
+from turn_memory.turns.landing import LandingContext, plan_landing
+from turn_memory.turns.nodes import original_nodes
 from turn_memory.host.tools import preview as _preview
 
 FOLD_P1 = {"expected_revision": 0, "from": "P1", "nodes": [
@@ -63,6 +69,29 @@ def test_source_nodes_say_what_the_host_recorded_each_user_node_to_be(dialect):
     assert [(n.role, n.kind) for n in nodes] == [("user", "host-context"), ("user", "human"), ("assistant", ""),
                                                  ("user", "checkpoint")]
     assert [source_label(n) for n in nodes][:2] == ["S1.1 · user · host-context", "S1.2 · user · human"]
+
+
+def test_a_turn_landed_as_one_user_message_is_a_compressed_turn_not_the_persons_words():
+    """On 0.2 a turn whose compression landed after later turns is one user message standing for
+    the whole turn: its kind says so (from the landing's source, or, for one landed before the
+    source said so, from its shape), while a turn landed with its shape keeps `human`."""
+    log, positions = completed_turn_log(V02, Shape())
+    log.append({"type": "user/message", "seq": len(log), "time": 1, "surfaceOp": "append",
+                "data": {"id": "u3", "role": "user", "source": {"kind": "user"},
+                         "content": [{"type": "text", "text": "and the lexer?"}]}})
+    editor = TurnNodeEditor(2, original_nodes(log, positions))
+    editor.replace("n1", "n5", [Output("user", "Fix the parser."), Output("assistant", "Fixed parse().")])
+    (landed,) = stamp(log, plan_landing(log, editor, positions, LandingContext(2, 3, 1)).events)
+    assert log.append(landed) == []
+    assert landed["data"]["source"]["form"] == "compressed-turn"
+    nodes = source_nodes(log, Segment(1, (landed["seq"], len(log) - 2), 0, (2, 3)))
+    assert [source_label(n) for n in nodes] == ["S1.1 · user · compressed-turn", "S1.2 · user · human"]
+    assert nodes[0].text == "User: Fix the parser.\n\nAssistant: Fixed parse()."
+    legacy = [dict(e) for e in log.events]
+    legacy[landed["seq"]] = copy.deepcopy(landed)
+    del legacy[landed["seq"]]["data"]["source"]["form"]
+    old = SessionLog(V02, legacy)
+    assert [n.kind for n in source_nodes(old, Segment(1, (landed["seq"],), 0, (2,)))] == ["compressed-turn"]
 
 
 def test_segment_catalog_shows_turns_sizes_and_status():

@@ -46,7 +46,7 @@ from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.prompts import read_prompt
 from turn_memory.runtime.land import Plan
 from turn_memory.turns.editor import Output, TurnNodeEditor
-from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
+from turn_memory.turns.landing import BlockTurn, LandingContext, pending_plan, plan_block_landing, plan_landing
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.recovery import turn_nodes
 
@@ -135,6 +135,18 @@ def _landing(world: World, edit: Callable[[TurnNodeEditor], None], *, open_step:
     editor, positions = _editor(log, turn)
     edit(editor)
     return plan_landing(log, editor, positions, LandingContext(turn, open_turn, 1, ("fork",), open_step=open_step))
+
+
+def _block(world: World, edits: dict[int, Callable[[TurnNodeEditor], None]], *, open_step: int = 1) -> Plan:
+    """Turns 1 and 2 (they reach the surface tail) landed as one block inside the loop's step."""
+    log = SessionLog(V02, world.events)
+    block = []
+    for turn, edit in edits.items():
+        positions = turn_nodes(log, turn)
+        editor = TurnNodeEditor(turn, original_nodes(log, positions), id_prefix=f"t{turn}.")
+        edit(editor)
+        block.append(BlockTurn(editor, positions, LandingContext(turn, 3, 1, ("fork",), open_step=open_step)))
+    return plan_block_landing(log, block)
 
 
 def _tool_id(editor: TurnNodeEditor) -> str:
@@ -290,6 +302,13 @@ def _cases() -> dict[str, Case]:
         "ok-mode3-in-the-loops-step": _case(INSTEP, _landing(INSTEP, _mode3, open_step=1),
                                             after=[{"type": "step/end", "data": {"turn": 3, "step": 1}}]),
         "ok-mode3-in-prestep-degrades-to-mode4": _case(PRESTEP, _landing(PRESTEP, _mode3)),
+        "ok-block-of-two-turns-in-the-loops-step": _case(INSTEP, _block(INSTEP, {1: _fold, 2: _fold}),
+                                                         after=[{"type": "step/end", "data": {"turn": 3, "step": 1}}]),
+        "ok-block-keeping-a-tool-call-in-the-loops-step": _case(INSTEP, _block(INSTEP, {1: _mode3, 2: _mode3}),
+                                                                after=[{"type": "step/end", "data": {"turn": 3, "step": 1}}]),
+        "ok-block-then-the-loops-own-input": _case(INSTEP, _block(INSTEP, {1: _fold, 2: _mode3}), after=[
+            {"type": "user/message", "data": user_message("third task"), "surfaceOp": "append"},
+            {"type": "step/end", "data": {"turn": 3, "step": 1}}]),
         "ok-mode4-checkpoint": _case(PRESTEP, _landing(PRESTEP, _fold)),
         "ok-checkpoint-transaction-manual": _case(CLOSED, _checkpoint(CLOSED, None)),
         "ok-checkpoint-transaction-automatic": _case(PRESTEP, _checkpoint(PRESTEP, 3)),

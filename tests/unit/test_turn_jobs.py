@@ -92,8 +92,9 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
 
 def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoint():
     """Past the next turn's first step the landed turn is no longer the surface tail, and no
-    step may hold an appended assistant: mode 4, one user checkpoint."""
-    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config()
+    step may hold an appended assistant: with `turns.shapeWaitTurns` 0 it lands at once, as
+    one user checkpoint (mode 4)."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=0)
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -111,6 +112,117 @@ def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoi
     nodes = turn_nodes(host.log, 1)
     assert [host.log.message_of(s)["role"] for s in nodes] == ["user"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
+    assert SessionLog(V02, host.log.events).reload_problems == []
+
+
+def fold(turn: int) -> tuple[str, dict]:
+    return ("replace_turn_nodes", {"from": f"n1", "to": "n5" if turn == 1 else "n2", "nodes": [
+        {"role": "user", "content": f"Task {turn}, in short."}, {"role": "assistant", "content": f"Did {turn}."}]})
+
+
+def play_turn(host: FakeHost, turn: int, *, started: bool = False) -> None:
+    """The agent loop runs one more turn (a user message and an answer), up to its turn/end."""
+    b = LogBuilder(host.dialect, len(host.log))
+    b.turn_no, b.step_no = turn, 1
+    if not started:
+        b.add("turn/start", {"turn": turn})
+        b.add("step/start", {"turn": turn, "step": 1})
+    b.user(f"task {turn}: " + "please look at the lexer as well " * 4)
+    b.assistant(f"answer {turn}: " + "the lexer handles empty input " * 4)
+    b.add("step/end", {"turn": turn, "step": 1})
+    for e in b.events:
+        host.host_append(e["type"], e["data"], **{k: v for k, v in e.items() if k not in ("type", "seq", "time", "data")})
+    host._forward()
+
+
+def shapes(host: FakeHost, *turns: int) -> list[list[str]]:
+    return [[host.log.message_of(s)["role"] for s in turn_nodes(host.log, t)] for t in turns]
+
+
+def compression_markers(events) -> list[tuple[str, int]]:
+    return [m for e in events if (m := marker_of(e)) is not None and m[0] == "compression"]
+
+
+def test_v02_turns_ready_by_a_turns_start_land_as_one_block_each_keeping_its_shape():
+    """Turn 1's worker is slow, turn 2's fast: by turn 3's first request both are ready and
+    reach the surface tail together, so they land as one plan inside that step (one cache
+    break), each as user + assistant, and recovery finds nothing to redo."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(batchTurns=1)
+    slow = asyncio.Event()
+    attach_workers(host, service, [WorkerScript([fold(1), FINISH], gate=slow), WorkerScript([fold(2), FINISH])])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await asyncio.sleep(0.05)  # turn 1's worker has started (and waits)
+        assert await next_turn_prestep(host, service, cfg, turn=2) is False  # nothing ready yet
+        play_turn(host, 2, started=True)
+        await complete_turn(host, service, cfg, turn=2)
+        await asyncio.sleep(0.05)
+        slow.set()
+        await service.drained(SESSION, 5)
+        assert await next_turn_prestep(host, service, cfg, turn=3) is True  # deferred to the step's request
+
+    run(scenario())
+    assert shapes(host, 1, 2) == [["user", "assistant"], ["user", "assistant"]]
+    assert compression_markers(host.applied[-1]) == [("compression", 1), ("compression", 2)]
+    assert sum(1 for plan in host.applied if compression_markers(plan)) == 1
+    assert turns_to_recover(host.log) == []
+    assert SessionLog(V02, host.log.events).reload_problems == []
+
+
+def test_v02_a_ready_turn_waits_for_the_next_turns_start_to_land_with_the_turn_after_it():
+    """Turn 1 is ready only in turn 2's second step: landing then would flatten it (turn 2
+    follows it). With `turns.shapeWaitTurns` 1 it waits, and lands with turn 2 at turn 3's
+    first request, both keeping their shape."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=1, batchTurns=1)
+    slow = asyncio.Event()
+    attach_workers(host, service, [WorkerScript([fold(1), FINISH], gate=slow), WorkerScript([fold(2), FINISH])])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await next_turn_prestep(host, service, cfg, turn=2)
+        play_turn(host, 2, started=True)
+        slow.set()
+        await service.drained(SESSION, 5)
+        assert await next_turn_prestep(host, service, cfg, turn=2, step=2) is False
+        assert compression_markers(host.log.events) == []  # it waited
+        host.host_append("step/end", {"turn": 2, "step": 2})
+        await complete_turn(host, service, cfg, turn=2)
+        await service.drained(SESSION, 5)
+        assert await next_turn_prestep(host, service, cfg, turn=3) is True
+
+    run(scenario())
+    assert shapes(host, 1, 2) == [["user", "assistant"], ["user", "assistant"]]
+
+
+@pytest.mark.parametrize("wait_turns", [1, 2])
+def test_v02_a_ready_turn_stops_waiting_for_its_shape_at_the_shape_wait_turns_th_turn_start(wait_turns):
+    """Turn 2's worker never finishes in time, so no block can take turn 1: it lands as one
+    user message at the `turns.shapeWaitTurns`-th turn start after it was ready (turn 3's
+    start for 1, turn 4's for 2), and not before."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=wait_turns, batchTurns=1)
+    stuck = asyncio.Event()
+    attach_workers(host, service, [WorkerScript([fold(1), FINISH]), WorkerScript([fold(2), FINISH], gate=stuck)])
+    landed_at: list[int] = []
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await service.drained(SESSION, 5)
+        play_turn(host, 2)  # turn 1 was ready before turn 2, but its pre-step ran without us
+        await complete_turn(host, service, cfg, turn=2)
+        for turn in (3, 4):
+            assert await next_turn_prestep(host, service, cfg, turn=turn) is False
+            if compression_markers(host.log.events) and not landed_at:
+                landed_at.append(turn)
+            play_turn(host, turn, started=True)
+            await complete_turn(host, service, cfg, turn=turn)
+        stuck.set()
+        await service.drained(SESSION, 5)
+
+    run(scenario())
+    assert landed_at == [2 + wait_turns]
+    assert compression_markers(host.log.events)[0] == ("compression", 1)
+    assert shapes(host, 1) == [["user"]]
     assert SessionLog(V02, host.log.events).reload_problems == []
 
 

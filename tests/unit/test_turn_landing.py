@@ -7,14 +7,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from turn_builders import Shape, completed_turn_log
+from surface_builders import LogBuilder
+from turn_builders import Shape, add_turn, completed_turn_log
 from turn_memory.host.dialect import RUNTIME_CONTEXT_KIND
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog, pairing_problems
 from turn_memory.runtime.land import stamp, validate
 from turn_memory.turns.editor import EditError, Output, TurnNodeEditor
-from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
+from turn_memory.turns.landing import (BlockTurn, LandingContext, LandingImpossible, lands_in_place, pending_plan,
+                                       plan_block_landing, plan_landing)
+from turn_memory.turns.recovery import turn_nodes, turns_to_recover
 from turn_memory.turns.nodes import original_nodes
 
 DIALECTS = [pytest.param(RC8, id="rc8"), pytest.param(V02, id="v02")]
@@ -186,6 +189,118 @@ def test_assistant_rewrites_need_an_open_turn_on_rc8():
     editor.replace("n3", "n5", [Output("assistant", "Fixed.")])
     with pytest.raises(Exception, match="open"):
         plan_landing(log, editor, positions, ctx(open_turn=None))
+
+
+# -- block landings: ready turns that reach the tail land together, each keeping its shape --
+
+def block_log(dialect, shapes: list[Shape]) -> tuple[SessionLog, dict[int, list[int]]]:
+    """An earlier raw turn 1, then one pending turn per shape (turns 2, 3, …), then the next
+    turn open with the agent loop's first step started: the moment a block lands."""
+    b = LogBuilder(dialect)
+    b.add("permission/preset", {"preset": "workspace-write"})
+    if dialect.protects_system_head:
+        b.system()
+    add_turn(b, Shape(steps=[(0, False, False)], snapshot=False), "earlier task")
+    for shape in shapes:
+        add_turn(b, shape)
+    log = SessionLog(dialect, b.events)
+    for turn in range(2, b.turn_no + 1):
+        for event in stamp(log, pending_plan(log, turn_nodes(log, turn)[0], turn).events):
+            assert log.append(event) == []
+    log.append({"type": "turn/start", "seq": len(log), "time": 1, "data": {"turn": b.turn_no + 1}})
+    open_loop_step(log, b.turn_no + 1)
+    return log, {turn: turn_nodes(log, turn) for turn in range(2, b.turn_no + 1)}
+
+
+def member(log: SessionLog, turn: int, positions: list[int], open_step: int | None = 1) -> BlockTurn:
+    editor = TurnNodeEditor(turn, original_nodes(log, positions), id_prefix=f"t{turn}.")
+    return BlockTurn(editor, positions, LandingContext(turn, log.index.open_turn, 1, ("fork",), open_step=open_step))
+
+
+def fold(block: BlockTurn, user: str, assistant: str) -> None:
+    nodes = block.editor.nodes
+    block.editor.replace(nodes[0].id, nodes[-1].id, [Output("user", user), Output("assistant", assistant)])
+
+
+def test_v02_turns_that_reach_the_tail_land_as_one_block_each_keeping_its_shape():
+    log, turns = block_log(V02, [Shape(), Shape(steps=[(1, False, False), (0, False, False)], snapshot=False)])
+    two, three = member(log, 2, turns[2]), member(log, 3, turns[3])
+    fold(two, "Fix the parser.", "Fixed parse() on empty input.")
+    # turn 3 keeps its tool call, with a shorter result, and rewrites its answer
+    tool = next(n for n in three.editor.nodes if n.role == "tool")
+    three.editor.replace(tool.id, None, [Output("tool", "[3 files]")])
+    three.editor.replace(three.editor.nodes[0].id, three.editor.nodes[0].id, [Output("user", "Check the lexer.")])
+    three.editor.replace(three.editor.nodes[-1].id, None, [Output("assistant", "The lexer is fine.")])
+    plan = plan_block_landing(log, [two, three])
+    assert plan.label == "turns 2, 3 block landing (9 -> 6)" and plan.spans == [turns[2] + turns[3]]
+    events = land(log, plan)
+    kinds = [e["type"] for e in events]
+    assert kinds == ["user/message", "assistant/message", "user/message", "assistant/message", "tool/call",
+                     "tool/result", "assistant/message"]
+    assert events[0]["surfaceOp"] == V02.replace_op(turns[2][0], turns[3][-1])
+    assert set(turns[2] + turns[3]) <= set(events[0]["sourceEventSeqs"])
+    assert events[2]["surfaceOp"] == "append" and set(turns[3]) <= set(events[2]["sourceEventSeqs"])
+    assert [marker_of(e) for e in events if marker_of(e)] == [("compression", 2), ("compression", 3)]
+    assert all((e["data"]["turn"], e["data"]["step"]) == (4, 1) for e in events if e["type"] != "user/message")
+    assert messages(log)[-6:] == [("user", "Fix the parser."), ("assistant", "Fixed parse() on empty input."),
+                                  ("user", "Check the lexer."), ("assistant", "step 1 answer " + "detail " * 15),
+                                  ("tool", "[3 files]"), ("assistant", "The lexer is fine.")]
+    # each turn owns its own nodes again: recovery, inspect and the next compression read them so
+    assert log.index.turn_nodes(2) == [e["seq"] for e in events[:2]]
+    assert log.index.turn_nodes(3) == [e["seq"] for e in events[2:] if e["type"] != "tool/call"]
+    assert turns_to_recover(log) == []
+    assert model_view_is_paired(log)
+    reloaded = SessionLog(V02, log.events)
+    assert reloaded.reload_problems == [] and reloaded.index.turn_nodes(3) == log.index.turn_nodes(3)
+
+
+def test_a_block_that_does_not_reach_the_tail_or_lands_outside_the_loops_step_is_refused():
+    log, turns = block_log(V02, [Shape(), Shape(), Shape()])
+    two, three = member(log, 2, turns[2]), member(log, 3, turns[3])
+    fold(two, "a", "b")
+    fold(three, "c", "d")
+    before = len(log)
+    with pytest.raises(LandingImpossible, match="do not reach the surface tail"):
+        plan_block_landing(log, [two, three])  # turn 4 is still raw after them
+    four = member(log, 4, turns[4], open_step=None)
+    fold(four, "e", "f")
+    with pytest.raises(LandingImpossible, match="a step the agent loop opened"):
+        plan_block_landing(log, [BlockTurn(m.editor, m.positions, four.ctx) for m in (two, three, four)])
+    assert len(log) == before
+
+
+def test_a_turn_lands_in_place_wherever_it_sits_unless_assistants_must_be_appended():
+    log, turns = block_log(V02, [Shape(), Shape()])
+    two = member(log, 2, turns[2])
+    assert lands_in_place(log, two.editor, 4)  # nothing changed yet: the no-op marker
+    two.editor.replace("t2.n1", None, [Output("user", "Fix it.")])
+    assert lands_in_place(log, two.editor, 4)  # mode 2
+    fold(two, "a", "b")
+    assert not lands_in_place(log, two.editor, 4)
+    rc8, rc8_turns = block_log(RC8, [Shape()])
+    on_rc8 = member(rc8, 2, rc8_turns[2])
+    fold(on_rc8, "a", "b")
+    assert lands_in_place(rc8, on_rc8.editor, 3)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shapes=st.lists(shapes_ := st.builds(Shape, steps=st.lists(st.tuples(st.integers(0, 2), st.booleans(),
+                                                                             st.booleans()), min_size=1, max_size=3),
+                                            snapshot=st.booleans()), min_size=1, max_size=3),
+       folds=st.lists(st.booleans(), min_size=3, max_size=3))
+def test_random_blocks_always_land_valid_on_v02(shapes, folds):
+    """Any block of finished turns at the tail lands as a plan the host takes and reloads,
+    every tool call answered, every turn owning its own nodes."""
+    log, turns = block_log(V02, shapes)
+    block = [member(log, turn, positions) for turn, positions in turns.items()]
+    for m, folded in zip(block, folds):
+        if folded or m.editor.final_problems():
+            fold(m, f"task {m.ctx.turn}", f"result {m.ctx.turn}")
+    events = land(log, plan_block_landing(log, block))
+    assert SessionLog(V02, log.events).reload_problems == [] and model_view_is_paired(log)
+    assert [marker_of(e)[1] for e in events if marker_of(e)] == list(turns)
+    for m in block:
+        assert len(log.index.turn_nodes(m.ctx.turn)) == len(m.editor.nodes)
 
 
 # -- property: random edit sequences never produce a plan the host rejects ----------------

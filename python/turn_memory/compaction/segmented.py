@@ -30,7 +30,7 @@ from turn_memory.config import CompactionConfig
 from turn_memory.host.blocks import render_blocks
 from turn_memory.host.dialect import is_checkpoint_source
 from turn_memory.host.images import missing_markers
-from turn_memory.host.markers import is_host_context_at
+from turn_memory.host.markers import COMPRESSED_TURN, is_compressed_turn, is_host_context_at, marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.host.units import surface_units
 from turn_memory.runtime.interfaces import ReadyTurn
@@ -71,12 +71,27 @@ def source_nodes(log_: SessionLog, segment: Segment, ready: Mapping[int, ReadyTu
 
 def _kind(log_: SessionLog, seq: int, role: str, message: dict[str, Any]) -> str:
     """What the host recorded a user node to be: an earlier checkpoint (established history),
-    host or plugin scaffolding, or the person's words."""
+    one compressed turn in a single user message (the person's request and the agent's
+    work), host or plugin scaffolding, or the person's words."""
     if role != "user":
         return ""
     if is_checkpoint_source(message.get("source")):
         return "checkpoint"
+    if is_compressed_turn(log_.events[seq]) or _legacy_compressed_turn(log_, seq):
+        return COMPRESSED_TURN
     return "host-context" if is_host_context_at(log_.events, seq) else "human"
+
+
+def _legacy_compressed_turn(log_: SessionLog, seq: int) -> bool:
+    """A one-message landing written before its source said so: its turn's only node, landed
+    over more than one node, the roles written out."""
+    event = log_.events[seq]
+    mark = marker_of(event)
+    span = log_.dialect.op_range(event.get("surfaceOp"))
+    if mark is None or mark[0] != "compression" or span is None or span[0] == span[1]:
+        return False
+    text = "".join(b.get("text", "") for b in (event["data"].get("content") or []) if isinstance(b, dict))
+    return log_.index.turn_nodes(mark[1]) == [seq] and text.startswith("User: ") and "\n\nAssistant: " in text
 
 
 def plan_segments(log_: SessionLog, selection: Selection, budget: int,

@@ -75,7 +75,8 @@ class SourceNode:
     text: str
     #: canonical image markers in this node (each must survive)
     images: tuple[str, ...] = ()
-    #: a user node's kind, from its source: "human", "host-context" or "checkpoint" ("" otherwise)
+    #: a user node's kind, from its source: "human", "host-context", "checkpoint" or "compressed-turn"
+    #: ("" otherwise)
     kind: str = ""
 
 

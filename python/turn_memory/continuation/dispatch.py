@@ -146,8 +146,8 @@ class FollowupDispatcher:
 
     def withheld(self, session: MirroredSession, turn: int, step: int, deferred: bool) -> list[str]:
         """After a first pre-step's landings: the follow-ups this step must not take in, because
-        their hand-off turn is still raw on the surface (`deferred`: the turn before `turn`
-        lands at this step's request instead, 0.2)."""
+        their hand-off turn is still raw on the surface (`deferred`: the turns that reach the
+        surface tail land at this step's request instead, 0.2)."""
         if step != 1:
             return []
         out = []
@@ -169,7 +169,8 @@ class FollowupDispatcher:
         if job is not None:
             if job.landing is LandingOutcome.LANDED:
                 return True
-            if deferred and request_turn == turn - 1 and job.finished and not job.landed.is_set():
+            if deferred and request_turn in self._turns.deferred(session.id, turn) and job.finished \
+                    and not job.landed.is_set():
                 return job.landable_in_step(turn, 1)
             return False
         return request_turn in index.landed and not index.has_raw_reasoning(request_turn)

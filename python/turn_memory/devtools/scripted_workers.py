@@ -17,7 +17,7 @@ from turn_memory.devtools.fake_model import FakeRequest
 #: a catalog line; a backlog compressed by one worker prefixes every id with its turn (`t4.n1`)
 _NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
 #: a segment's source line; a user node says what kind it is (`- S2.1 · user · host-context · …`)
-_SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (?:(human|host-context|checkpoint) · )?(.*)$", re.M)
+_SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (?:(human|host-context|checkpoint|compressed-turn) · )?(.*)$", re.M)
 #: an image marker the rewrite must keep, character for character
 _IMAGE = re.compile(r"<memory-image [^>]*/>")
 

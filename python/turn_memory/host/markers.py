@@ -44,6 +44,15 @@ def is_own_source(source: Any) -> bool:
 #: the key of an automatic continuation follow-up's message source that names its request
 CONTINUATION_KEY = "continuation"
 
+#: a landed marker's `form` when one user message stands for the whole compressed turn (0.2's
+#: fourth landing mode): the person's request and the agent's work, roles written out
+COMPRESSED_TURN = "compressed-turn"
+
+
+def is_compressed_turn(event: dict[str, Any]) -> bool:
+    """A landed user message that stands for a whole compressed turn (`COMPRESSED_TURN`)."""
+    return (marker_of(event) or ("",))[0] == "compression" and event_source(event).get("form") == COMPRESSED_TURN
+
 
 def is_host_context(message: dict[str, Any]) -> bool:
     """Host/plugin scaffolding in the user role (runtime-context snapshots, checkpoints,

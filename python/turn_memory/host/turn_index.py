@@ -84,7 +84,8 @@ class OriginFold:
     landing step (`LANDING_STEP`); on 0.2 inside the loop's own step, right after the
     replacement that heads it (the one carrying its `compression` marker), until the loop
     commits its own first node of the step (system prompt, the turn's user message, runtime
-    context).
+    context). A block landing appends each later turn's head (its `compression` marker) in
+    that same run: the nodes after it are that turn's.
     """
 
     def __init__(self, dialect: Dialect) -> None:
@@ -123,6 +124,10 @@ class OriginFold:
                 origin = self._landing
                 self.landed = True
             elif self._window is not None and _landed_node(event, self.dialect):
+                mark = marker_of(event)
+                if mark is not None and mark[0] == "compression":
+                    # the next turn of a block landing: its head opens that turn's run of nodes
+                    self._window = ("turn", mark[1])
                 origin = self._window
                 self.landed = True
             else:

@@ -84,6 +84,8 @@ class TurnJob:
     decided: asyncio.Event = field(default_factory=asyncio.Event)
     #: the turns of the batch this job's turn was compressed with (empty: on its own)
     batch_turns: list[int] = field(default_factory=list)
+    #: turn starts this ready compression waited through for a landing that keeps its shape
+    shape_waits: int = 0
     #: the worker run this job leads (for its own turn and batched ones that need a worker);
     #: kept apart from its own `compression`: a leader restored from its sidecar lands with
     #: its own provenance while it runs
@@ -287,15 +289,23 @@ class TurnJob:
         assert c is not None, "only a finished job lands"
         outcome, why = await landing_check.land_into(self.session, self.port, self.turn, c, open_turn, open_step,
                                                      self.where)
+        return self.settle(outcome, why)
+
+    def settle(self, outcome: LandingOutcome, why: str = "", block: Sequence[int] = ()) -> bool:
+        """Record how this turn's landing attempt ended (alone, or in the `block` of turns that
+        landed together); False when it waits for a later landing point."""
         if outcome is LandingOutcome.WAITING:
             return False
         if outcome is LandingOutcome.REFUSED:
             self._refused_landing(why)
             return True
+        c = self.compression
+        assert c is not None, "only a finished job lands"
         self.landing = LandingOutcome.LANDED
         self._forget_result(None)
-        log.info("%s: landed (%d -> %d nodes, %d worker(s), %d model request(s))", self.where, len(c.positions),
-                 len(c.editor.nodes), len(c.workers), c.requests)
+        together = f", in one block with turns {', '.join(map(str, block))}" if len(block) > 1 else ""
+        log.info("%s: landed (%d -> %d nodes, %d worker(s), %d model request(s)%s)", self.where, len(c.positions),
+                 len(c.editor.nodes), len(c.workers), c.requests, together)
         self.landed.set()
         return True
 

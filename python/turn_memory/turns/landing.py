@@ -14,6 +14,8 @@ turn need not be the surface tail any more.
   correction from the real 0.2.1 host: mode 3 appends assistant and tool-result nodes,
   which reload only inside a step the agent loop opened (see `Dialect.plugin_steps`); in
   the next turn's pre-step no such step exists, so there mode 3 degrades to mode 4.
+  Several ready turns that together reach the surface tail land as one block
+  (`plan_block_landing`): mode 3 over the whole block, every turn keeping its shape.
 
 Assistant events a landing writes sit inside a step: the loop's open step when the landing
 runs in one (`LandingContext.open_step`), else (rc8 only) a short landing step (`step/start`
@@ -36,8 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from turn_memory.host.dialect import Dialect, is_runtime_context
-from turn_memory.host.markers import CONTINUATION_KEY, Phase, marker_source
-from turn_memory.host.surface import SessionLog
+from turn_memory.host.markers import COMPRESSED_TURN, CONTINUATION_KEY, Phase, marker_source
+from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.land import Plan, PlanKind
 from turn_memory.turns.editor import TurnNodeEditor, WorkingNode
@@ -234,34 +236,115 @@ def _assistants_appended(log: SessionLog, editor: TurnNodeEditor, positions: lis
     one user checkpoint stands for the turn."""
     dialect = log.dialect
     nodes = editor.nodes
-    # mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type; a
-    # tool-result rewrite reloads only inside an open turn (v02 lifecycle)
-    one_to_one = all(n.original is not None or (n.capacity == 1 and _same_type(editor, n)) for n in nodes) \
-        and all(n.role != "assistant" or not n.changed for n in nodes)
-    if one_to_one and (ctx.open_turn is not None or not any(n.changed and n.role == "tool" for n in nodes)):
+    if _one_to_one(editor, ctx.open_turn):  # mode 2
         return _in_place(log, editor, positions, ctx)
-    model = _model_source(editor.originals)
     shadowed = set(positions)
     whole = {"surfaceOp": dialect.replace_op(positions[0], positions[-1])}
-    at_tail = log.nodes[-1] == positions[-1]
-    where = _step_of(dialect, ctx)
-    if at_tail and model is not None and where is not None and nodes[0].role == "user":
-        # mode 3: the first node replaces the whole turn; the rest is appended after it
-        first = nodes[0]
-        first_message = _user_message(first.text, _marker(dialect, ctx)) if first.changed else {
-            **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(dialect, ctx)}  # type: ignore[union-attr]
-        events = [{"type": "user/message", "data": first_message, **whole,
-                   "sourceEventSeqs": sorted({*first.sources, *positions})}]
-        base = len(log) + ctx.ahead
-        calls: dict[str, dict[str, Any]] = {}
-        for node in nodes[1:]:
-            events += _appended(log, ctx, node, model, where, calls, base + len(events))
-        return events, shadowed
-    # mode 4: one user checkpoint standing for the whole turn, roles written out
+    if _block_problem(log, [BlockTurn(editor, positions, ctx)]) is None:
+        return _block_events(log, [BlockTurn(editor, positions, ctx)]), shadowed  # mode 3
+    # mode 4: one user checkpoint standing for the whole turn, roles written out; its source
+    # says so, so a later reader (the session worker's catalog) can split it back
     label = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
     text = "\n\n".join(f"{label[n.role]}: {n.text}" for n in nodes)
-    return [{"type": "user/message", "data": _user_message(text, _marker(dialect, ctx)), **whole,
+    source = {**_marker(dialect, ctx), "form": COMPRESSED_TURN}
+    return [{"type": "user/message", "data": _user_message(text, source), **whole,
              "sourceEventSeqs": sorted({s for n in nodes for s in n.sources} | set(positions))}], shadowed
+
+
+def lands_in_place(log: SessionLog, editor: TurnNodeEditor, open_turn: int | None) -> bool:
+    """Whether the turn lands node by node (rc8, nothing changed, or only user/tool nodes
+    one-to-one): wherever it sits, it keeps its shape."""
+    return log.dialect.assistant_may_replace or not editor.changed or _one_to_one(editor, open_turn)
+
+
+def _one_to_one(editor: TurnNodeEditor, open_turn: int | None) -> bool:
+    """Mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type; a
+    tool-result rewrite reloads only inside an open turn (v02 lifecycle)."""
+    nodes = editor.nodes
+    return all(n.original is not None or (n.capacity == 1 and _same_type(editor, n)) for n in nodes) \
+        and all(n.role != "assistant" or not n.changed for n in nodes) \
+        and (open_turn is not None or not any(n.changed and n.role == "tool" for n in nodes))
+
+
+@dataclass(frozen=True)
+class BlockTurn:
+    """One turn of a block landing: its working surface, its positions, its landing context."""
+
+    editor: TurnNodeEditor
+    positions: list[int]
+    ctx: LandingContext
+
+
+def _block_problem(log: SessionLog, block: list[BlockTurn]) -> str | None:
+    """Why these turns cannot land as one block (mode 3 over all of them), or None: their nodes
+    must follow each other to the surface tail, each turn must open with a user node and name
+    the model its assistant nodes came from, and the agent loop's step must be open."""
+    if not block:
+        return "no turns"
+    ctx = block[0].ctx
+    if _step_of(log.dialect, ctx) is None:
+        return "appended assistant nodes need a step the agent loop opened"
+    try:
+        start = log.index_of(block[0].positions[0])
+    except SurfaceError:
+        return f"turn {block[0].ctx.turn} is no longer on the surface"
+    if log.nodes[start:] != [p for member in block for p in member.positions]:
+        return "the turns do not reach the surface tail one after another"
+    for member in block:
+        if member.editor.nodes[0].role != "user":
+            return f"turn {member.ctx.turn} does not open with a user node"
+        if _model_source(member.editor.originals) is None:
+            return f"turn {member.ctx.turn} names no model for its assistant nodes"
+    return None
+
+
+def _block_events(log: SessionLog, block: list[BlockTurn]) -> list[dict[str, Any]]:
+    """Mode 3 over consecutive turns reaching the tail: the first turn's first node replaces
+    them all; every other node is appended in order, each later turn's first user node
+    carrying that turn's marker (its head: recovery and the turn index read a turn's nodes
+    from it), tool results behind replays of their calls."""
+    dialect = log.dialect
+    ctx = block[0].ctx
+    where = _step_of(dialect, ctx)
+    assert where is not None
+    everything = [p for member in block for p in member.positions]
+    events: list[dict[str, Any]] = []
+    base = len(log) + ctx.ahead
+    calls: dict[str, dict[str, Any]] = {}
+    for member in block:
+        first, *rest = member.editor.nodes
+        model = _model_source(member.editor.originals)
+        assert model is not None
+        message = _user_message(first.text, _marker(dialect, member.ctx)) if first.changed else {
+            **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(dialect, member.ctx)}  # type: ignore[union-attr]
+        if not events:
+            events.append({"type": "user/message", "data": message,
+                           "surfaceOp": dialect.replace_op(everything[0], everything[-1]),
+                           "sourceEventSeqs": sorted({*first.sources, *everything})})
+        else:
+            events.append({"type": "user/message", "data": message, "surfaceOp": "append",
+                           "sourceEventSeqs": sorted({*first.sources, *member.positions})})
+        for node in rest:
+            events += _appended(log, member.ctx, node, model, where, calls, base + len(events))
+    return events
+
+
+def plan_block_landing(log: SessionLog, block: list[BlockTurn]) -> Plan:
+    """Consecutive compressed turns that reach the surface tail, landed as one plan inside the
+    loop's step, each keeping its user/assistant shape (0.2: mode 3 over the block). Raises
+    `LandingImpossible` when they cannot (nothing is planned)."""
+    for member in block:
+        if member.editor.final_problems():
+            raise LandingImpossible(f"turn {member.ctx.turn}: the working surface is not final: "
+                                    + "; ".join(member.editor.final_problems()))
+    why = _block_problem(log, block)
+    if why is not None:
+        raise LandingImpossible(f"turns {', '.join(str(m.ctx.turn) for m in block)} cannot land as one block: {why}")
+    turns = [m.ctx.turn for m in block]
+    nodes = sum(len(m.positions) for m in block)
+    kept = sum(len(m.editor.nodes) for m in block)
+    return Plan(_block_events(log, block), spans=[[p for m in block for p in m.positions]],
+                label=f"turns {', '.join(map(str, turns))} block landing ({nodes} -> {kept})", kind=PlanKind.TURN_LANDING)
 
 
 def _same_type(editor: TurnNodeEditor, node: WorkingNode) -> bool:

@@ -28,7 +28,7 @@ from turn_memory.config import EngineConfig
 from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
-from turn_memory.turns import eligibility
+from turn_memory.turns import eligibility, landing_check
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
@@ -55,6 +55,8 @@ class TurnService:
         self._configs: dict[str, EngineConfig] = {}
         #: session -> (raw tokens, kept tokens) of the rewrites landed in this process
         self._kept: dict[str, tuple[int, int]] = {}
+        #: session -> (turn, turns) a turn's first pre-step left to land at its request (0.2)
+        self._deferred: dict[str, tuple[int, set[int]]] = {}
 
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
@@ -217,41 +219,108 @@ class TurnService:
             elif not previous.held:
                 log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
                          previous.turn, config.turns.landingWaitS, turn)
-        # 0.2 reloads assistant nodes only inside a step the agent loop opened, and the turn just
-        # ended is still the surface tail once this turn's first step has opened (the turn's user
-        # message is committed after agent/request): land it there, structured (head + appended nodes)
-        defer = step == 1 and not session.log.dialect.plugin_steps
-        return await self.land_ready(session, turn, defer_previous=defer)
+        # 0.2 reloads appended assistant nodes only inside a step the agent loop opened, and the
+        # turn just ended is still the surface tail once this turn's first step has opened (the
+        # turn's user message is committed after agent/request): ready turns that reach the tail
+        # land there, as one block keeping their shape
+        turn_start = step == 1 and not session.log.dialect.plugin_steps
+        return await self.land_ready(session, turn, turn_start=turn_start, wait_turns=config.turns.shapeWaitTurns)
 
     async def at_request(self, session: MirroredSession, turn: int, step: int) -> None:
         """Inside the loop's step `step` of `turn`, before it commits anything: land what is ready."""
-        await self.land_ready(session, turn, open_step=step)
+        config = self._configs.get(session.id)
+        await self.land_ready(session, turn, open_step=step,
+                              wait_turns=config.turns.shapeWaitTurns if config is not None else 0)
+        self._deferred.pop(session.id, None)
 
-    async def land_ready(self, session: MirroredSession, open_turn: int, *, open_step: int | None = None,
-                         defer_previous: bool = False) -> bool:
-        """Land every ready compression of a turn before `open_turn`, oldest first.
+    def deferred(self, session_id: str, turn: int) -> set[int]:
+        """The turns the first pre-step of `turn` left to land at its request (0.2)."""
+        at, turns = self._deferred.get(session_id, (None, set()))
+        return turns if at == turn else set()
 
-        Stops at the first earlier turn that is still queued or compressing: landings stay
-        in turn order (a held turn blocks nothing: it waits for later turns, not for a worker).
-        With `defer_previous`, the turn right before `open_turn` is left for the step's
-        request (returns True when it was).
-        """
+    def _ready(self, session: MirroredSession, open_turn: int) -> list[TurnJob]:
+        """Finished compressions of turns before `open_turn` that may land now, oldest first:
+        up to the first earlier dispatched turn that is not ready (landings stay in turn
+        order; a held turn blocks nothing: it waits for later turns, not for a worker). Jobs
+        with nothing left to land are forgotten on the way."""
+        out = []
         for key in sorted(k for k in self.jobs if k[0] == session.id and k[1] < open_turn):
-            job = self.jobs.get(key)
-            if job is None or job.held:
+            job = self.jobs[key]
+            if job.held:
                 continue
             if not job.ready.is_set():
                 break
-            if job.finished and not job.landed.is_set():
-                if defer_previous and key[1] == open_turn - 1:
-                    return True
-                if not await job.land_into(open_turn, open_step):
-                    break  # it stays ready and lands at a later landing point; later turns wait for it
-                if job.landing is LandingOutcome.LANDED:
-                    self.note_landing(job)
             if job.done:
                 self.jobs.pop(key, None)
+            elif job.finished:
+                out.append(job)
+        return out
+
+    async def land_ready(self, session: MirroredSession, open_turn: int, *, open_step: int | None = None,
+                         turn_start: bool = False, wait_turns: int = 0) -> bool:
+        """Land every ready compression of a turn before `open_turn`, oldest first.
+
+        On 0.2 the newest ready turns that reach the surface tail land as one block inside the
+        loop's step, each keeping its user/assistant shape: at the step's request (`open_step`),
+        or, from the turn's first pre-step (`turn_start`), deferred to that request (returns
+        True). An older one that could only land as one user message waits for a block to take
+        it until the `wait_turns`-th turn start, then lands as it can (later turns wait behind it).
+        """
+        ready = self._ready(session, open_turn)
+        if not ready:
+            return False
+        log_ = session.log
+        step = open_step if open_step is not None else (1 if turn_start else None)
+        pairs = [(job.turn, job.compression) for job in ready if job.compression is not None]
+        size = landing_check.block_in_step(log_, pairs, open_turn, step) \
+            if step is not None and not log_.dialect.plugin_steps and len(pairs) == len(ready) else 0
+        alone, block = ready[:len(ready) - size], ready[len(ready) - size:]
+        for job in alone:
+            c = job.compression
+            if c is not None and not landing_check.keeps_shape_anywhere(log_, c, open_turn) \
+                    and not self._stop_waiting(job, turn_start, wait_turns):
+                if turn_start:
+                    log.info("session %s turn %d: ready; waits (turn start %d of %d) for a landing that keeps its "
+                             "user/assistant shape: the turns after it are not all ready to land with it",
+                             session.id, job.turn, job.shape_waits, wait_turns)
+                return False
+            if not await job.land_into(open_turn, open_step):
+                return False  # it stays ready and lands at a later landing point; later turns wait for it
+            self._landed(session, job)
+        if not block:
+            return False
+        if open_step is None:
+            self._deferred[session.id] = (open_turn, {job.turn for job in block})
+            return True
+        turns = [job.turn for job in block]
+        where = f"session {session.id} turns {', '.join(map(str, turns))}"
+        outcome, why = await landing_check.land_block_into(session, block[0].port, pairs[-size:], open_turn,
+                                                           open_step, where)
+        if outcome is LandingOutcome.REFUSED:  # never lose them: each lands on its own, as it can
+            log.warning("%s: the block landing was refused (%s); landing each turn on its own", where, why)
+            for job in block:
+                if not await job.land_into(open_turn, open_step):
+                    return False
+                self._landed(session, job)
+            return False
+        for job in block:
+            job.settle(outcome, why, turns)
+            self._landed(session, job)
         return False
+
+    @staticmethod
+    def _stop_waiting(job: TurnJob, turn_start: bool, wait_turns: int) -> bool:
+        """Whether a ready turn that can only land flattened stops waiting for its shape now: at
+        the `wait_turns`-th turn start after it was ready (0: at once)."""
+        if turn_start:
+            job.shape_waits += 1
+        return job.shape_waits >= wait_turns
+
+    def _landed(self, session: MirroredSession, job: TurnJob) -> None:
+        if job.landing is LandingOutcome.LANDED:
+            self.note_landing(job)
+        if job.done:
+            self.jobs.pop((session.id, job.turn), None)
 
     def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
         """Finished compressions not landed yet whose whole turn lies in `seqs` (a compaction's
@@ -295,7 +364,7 @@ class TurnService:
                 else:
                     log.warning("session %s: turn(s) %s still compressing after %.0fs; the compaction goes on without "
                                 "them", session.id, turns, timeout)
-            if open_turn is not None:
+            if open_turn is not None:  # everything ready lands now: the checkpoint may take what follows it
                 await self.land_ready(session, open_turn)
             yield
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from turn_memory.config import NODE_TIMER_MAX_MS
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.runtime import Runtime
 from turn_memory.eval.proxy import CAPTURE_TEXT, EvalProxy
@@ -36,6 +37,12 @@ EVAL_OVERRIDES = {"turns": {"landingBarrier": True}}
 STOP_GRACE_S = 5.0
 #: placeholder model URL of the templates; each run's home points at its own proxy
 _NO_MODEL = "http://127.0.0.1:9"
+
+
+def request_limit_ms(timeout_s: float) -> int:
+    """How long DSH waits for the model's next bytes in a replay: as long as the replay may last.
+    DSH's own limit (300 s) would abort a slower provider's request, and DSH then sends it again."""
+    return max(1, min(int(timeout_s * 1000), NODE_TIMER_MAX_MS))
 
 
 class RunFailed(RuntimeError):
@@ -143,7 +150,7 @@ def run_scenario(scenario: Scenario, engine: str, template: Path, workdir: Path,
     root = workdir / f"{scenario.name}-{engine}"
     shutil.copytree(template, root, symlinks=True)
     home = DshHome(root, runtime, proxy.base_url, context_window=scenario.window,
-                   image_input=any(t.image for t in scenario.turns))
+                   image_input=any(t.image for t in scenario.turns), stream_idle_timeout_ms=request_limit_ms(timeout))
     if scenario.workspace is not None:
         shutil.copytree(scenario.workspace, home.workspace, dirs_exist_ok=True)
     engine_log = root / "turn-memory-engine.log"

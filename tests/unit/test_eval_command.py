@@ -244,3 +244,23 @@ def test_both_engines_write_their_memory_before_any_question_and_every_answer_co
                         f"[1/1] dashboard-screenshot: {second} replayed in 0s",
                         "[1/1] dashboard-screenshot: stock mean probe score 4.00",
                         "[1/1] dashboard-screenshot: turn-memory mean probe score 4.00"]
+
+
+def test_turn_memorys_waits_are_raised_to_the_replays_limit_except_what_the_user_set():
+    """A slow provider's worker, hint or /compact is waited for, not skipped (the landing barrier's 30 s
+    would let the next turn start with the last one raw)."""
+    from turn_memory.config import config_problems
+    from turn_memory.eval.session_run import eval_overrides
+
+    assert eval_overrides(1800) == {
+        "turns": {"landingBarrier": True, "landingWaitS": 1800, "workerTimeoutS": 1800, "jobTimeoutS": 1800},
+        "thoughtHints": {"timeoutS": 1800},
+        "compaction": {"rewriteWaitS": 1800, "workerTimeoutS": 1800, "jobTimeoutS": 3600},  # never lowered
+        "engine": {"manualTimeoutMs": 1_800_000}}
+    # a limit past the timers' own: the pre-step's waits stop at 700,000 s each, the shim's at 2^31 - 1 ms
+    days = eval_overrides(10**7, frozenset({"turns.landingWaitS", "turns.jobTimeoutS"}))
+    assert days == {"turns": {"landingBarrier": True, "workerTimeoutS": 10**7},
+                    "thoughtHints": {"timeoutS": 10**7},
+                    "compaction": {"rewriteWaitS": 700_000, "workerTimeoutS": 700_000, "jobTimeoutS": 10**7},
+                    "engine": {"manualTimeoutMs": 2**31 - 1}}
+    assert config_problems(days) == []

@@ -94,7 +94,8 @@ class SuiteRun:
         proxy = EvalProxy(scenario, self.provider, log_path=log).start()
         try:
             run = run_scenario(scenario, engine, template, self.workdir, proxy, runtime, timeout=self.timeout,
-                               command_timeout_s=self.timeout)
+                               command_timeout_s=self.timeout,
+                               user_keys=frozenset(s.partition("=")[0].strip() for s in self.settings))
         finally:
             proxy.stop()
         return measure(scenario, run)

@@ -103,8 +103,8 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
         elif m := _RAW.search(what):
             turn.raw_reason = m.group(1) or f"landing refused: {m.group(2)}"
     for turn in out.values():
-        if turn.held and not turn.raw_reason:
-            turn.raw_reason = f"held by the policy: {turn.policy[1]}" if turn.policy else ""
+        if turn.held and turn.policy and not turn.raw_reason:
+            turn.raw_reason = f"held by the policy: {turn.policy[1]}"
         if not turn.landed and not turn.raw_reason:
             turn.raw_reason = "no outcome logged"
     return out

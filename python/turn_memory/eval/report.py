@@ -201,8 +201,9 @@ def render(result: dict[str, Any]) -> str:
                      + "): a provider bills a retried request again if it had begun it; not in the cost above")
     if result.get("estimate"):
         e = result["estimate"]
+        high = e.get("at_most")
         lines.append(f"  estimated before the run: ${e['cost_usd']:.4f} ({e['requests']} requests)"
-                     + (f", at most ${e['at_most']['cost_usd']:.4f} ({e['at_most']['requests']})" if "at_most" in e else ""))
+                     + (f", at most ${high['cost_usd']:.4f} ({high['requests']})" if high else ""))
     if result.get("interrupted"):
         lines.append(f"  interrupted: {result['interrupted']}")
     return "\n".join(lines)

@@ -28,6 +28,27 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
+#: the longest delay a Node timer takes (2^31 - 1 ms, 24.8 days): a longer one fires at once
+NODE_TIMER_MAX_MS = 2**31 - 1
+#: the most each wait of the pre-step may be: the shim holds a step for 2 s + turns.landingWaitS
+#: + compaction.rewriteWaitS + compaction.workerTimeoutS on one Node timer (3 x this < its limit)
+PRE_STEP_PART_MAX_S = 700_000
+
+
+def _node_timer_ms(value: int) -> int:
+    if value > NODE_TIMER_MAX_MS:
+        raise ValueError(f"at most {NODE_TIMER_MAX_MS} ms (24.8 days), the longest a Node timer waits")
+    return value
+
+
+def _pre_step_part_s(value: float) -> float:
+    if not value <= PRE_STEP_PART_MAX_S:
+        raise ValueError(f"at most {PRE_STEP_PART_MAX_S} s (8.1 days): the shim holds a step for "
+                         "turns.landingWaitS + compaction.rewriteWaitS + compaction.workerTimeoutS on one Node "
+                         "timer, which waits at most 24.8 days")
+    return value
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -58,6 +79,11 @@ class ShimConfig(_Section):
         if isinstance(value, (bool, str)):
             raise ValueError("must be a whole number")
         return value
+
+    @field_validator("startTimeoutMs", "hookTimeoutMs", "manualTimeoutMs", "restartDelayMs")
+    @classmethod
+    def _a_timer(cls, value: int) -> int:
+        return _node_timer_ms(value)
 
 
 class TurnConfig(_Section):
@@ -112,6 +138,11 @@ class TurnConfig(_Section):
         "they are held, raw and pending, until later turns join them (0: every turn the model answered gets "
         "a worker at once, whatever `turns.policy`; a hand-off turn, which asked for its compression, always "
         "gets one)"))
+
+    @field_validator("landingWaitS")
+    @classmethod
+    def _a_pre_step_wait(cls, value: float) -> float:
+        return _pre_step_part_s(value)
 
 
 class ThoughtHintsConfig(_Section):
@@ -188,6 +219,11 @@ class CompactionConfig(_Section):
     maxTokens: int | None = Field(None, ge=1, description=(
         "output cap of the one-shot summary request (method `summary`); unset: the route's own"))
     llmTimeoutS: float = Field(600.0, gt=0, description="timeout of the one-shot summary request (method `summary`)")
+
+    @field_validator("rewriteWaitS", "workerTimeoutS")
+    @classmethod
+    def _a_pre_step_wait(cls, value: float) -> float:
+        return _pre_step_part_s(value)
 
 
 class SessionHistoryConfig(_Section):

@@ -11,15 +11,19 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
-from turn_memory.devtools.fake_model import FakeModel, FakeRequest, reply_usage
+import yaml
+
+from turn_memory.devtools.dsh_home import DshHome
+from turn_memory.devtools.fake_model import HEARTBEAT, FakeModel, FakeRequest, reply_usage
 from turn_memory.devtools.price_model import DEEPSEEK
 from turn_memory.devtools.runtime import ensure_runtime
 from turn_memory.devtools.scripted_workers import worker_responder
 from turn_memory.eval.scenario import load_suite
+from turn_memory.eval.session_run import request_limit_ms
 from turn_memory.prompts import render_prompt
 
 pytestmark = pytest.mark.e2e
@@ -50,6 +54,10 @@ def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli
     assert memory["memory_requests"] == {"session-worker": 2}
     assert stock["compact"]["kind"] == memory["compact"]["kind"] == "success"
     assert memory["protocol"]["landed"] == memory["protocol"]["attempted"] == 0
+    # reported as held by the policy, with its reason, not as turns nothing happened to
+    assert memory["protocol"]["held"] == list(range(1, 11)) and memory["protocol"]["folded"] == list(range(1, 10))
+    assert [r["why"].split(": ")[0] for r in memory["protocol"]["raw"]] == ["held by the policy"] * 10
+    assert memory["protocol"]["raw"][-1]["why"] == "held by the policy: below turns.minTurnTokens (600) together"
     assert memory["protocol"]["refusals"] == {}  # the worker kept the screenshot's image marker
     # scripted answerer and judge: exact scores; every planted fact is in the log, found by search
     assert (stock["facts"]["on_surface"], memory["facts"]["on_surface"]) == (6, 4)
@@ -98,26 +106,36 @@ def test_the_whole_scripted_suite(v021, tm_cli, tmp_path):
 
 
 # -- a paid provider, played by a scripted OpenAI-compatible server ---------------------------
-def provider_reply(req: FakeRequest) -> dict[str, Any] | str:
-    """What a model behind an OpenAI-compatible endpoint answers to each kind of eval request."""
-    worker = worker_responder(req)
-    if worker is not None:
-        return worker
-    text = req.all_text()
-    if "You are grading one answer" in text:
-        return '{"score": 3, "reason": "partly right"}'
-    if "Answer from what you know of this session" in text:
-        return "From memory: the panel's unit was wrong."
-    if req.system_text.strip() == render_prompt("thought-hints", {}).strip():
-        return "- a hint"
-    return "## Primary Request and Intent\n- fix the chart"
+def provider_replies() -> Callable[[FakeRequest], dict[str, Any] | str]:
+    """What a model behind an OpenAI-compatible endpoint answers to each kind of eval request; the
+    first judge request fails (503), once."""
+    judged: list[int] = []
+
+    def reply(req: FakeRequest) -> dict[str, Any] | str:
+        worker = worker_responder(req)
+        if worker is not None:
+            return worker
+        text = req.all_text()
+        if "You are grading one answer" in text:
+            judged.append(req.index)
+            if len(judged) == 1:
+                return {"status": 503, "error": {"message": "overloaded", "type": "server_error"}}
+            return '{"score": 3, "reason": "partly right"}'
+        if "Answer from what you know of this session" in text:
+            return "From memory: the panel's unit was wrong."
+        if req.system_text.strip() == render_prompt("thought-hints", {}).strip():
+            return "- a hint"
+        return "## Primary Request and Intent\n- fix the chart"
+
+    return reply
 
 
 def test_a_paid_run_estimates_needs_yes_and_reports_what_the_provider_reported(v021, tm_cli, tmp_path):
-    with FakeModel(responder=provider_reply) as provider:
+    with FakeModel(responder=provider_replies()) as provider:
         base_url = f"{provider.base_url}/v1"
         args = ["--base-url", base_url, "--model", "chat-model", "--judge-model", "judge-model",
-                "--api-key-env", "EVAL_TEST_KEY", "--scenario", "dashboard-screenshot"]
+                "--api-key-env", "EVAL_TEST_KEY", "--scenario", "dashboard-screenshot", "--timeout", "600",
+                "--workdir", str(tmp_path / "work")]
         env = {"EVAL_TEST_KEY": "sk-eval-test"}
         refused = run_eval(tm_cli, tmp_path, *args, env=env)
         assert refused.returncode == 2 and provider.requests == []
@@ -132,9 +150,13 @@ def test_a_paid_run_estimates_needs_yes_and_reports_what_the_provider_reported(v
     lines = done.stdout.splitlines()
     assert lines[0] == f"turn-memory eval · DSH {v021.version} · model chat-model (judge judge-model)"
     assert "probe score: overall 3.00 3.00" in [" ".join(line.split()) for line in lines]  # the judge gave 3 to all
+    # the first judge request failed (503) and was sent again: counted, said, and its score is the retry's
+    assert "  retried: 1 request(s) (judge 1): a provider bills a retried request again if it had begun it; not in " \
+           "the cost above" in lines
     # every request went to the right model, and the usage and cost are what the provider reported,
-    # priced at DeepSeek's list prices (this server reports no cache hits)
-    assert len([r for r in received if r.body["model"] == "judge-model"]) == 16  # 8 probes x 2 engines
+    # priced at DeepSeek's list prices (this server reports no cache hits; the failed attempt reported none)
+    assert len([r for r in received if r.body["model"] == "judge-model"]) == 17  # 8 probes x 2 engines, 1 retry
+    received = [r for r in received if r.reply.get("status") is None]
     assert {r.body["model"] for r in received} == {"chat-model", "judge-model"}
     usage = [reply_usage(r, r.reply) for r in received]
     prompt, output = sum(u["prompt_tokens"] for u in usage), sum(u["completion_tokens"] for u in usage)
@@ -144,6 +166,66 @@ def test_a_paid_run_estimates_needs_yes_and_reports_what_the_provider_reported(v
     # nothing sent to a text-only provider carries an image
     assert not any(part.get("type") == "image_url" for r in received for m in r.messages
                    if isinstance(m.get("content"), list) for part in m["content"])
+    # DSH waits for any one model request as long as the replay may last (--timeout 600), not its own 300 s
+    routes = [row for patch in (tmp_path / "work").glob("dashboard-screenshot-*/run-*.patch.yml")
+              for row in yaml.safe_load(patch.read_text()) if row.get("id") == "llm-pi-ai"]
+    assert [r["config"]["providers"]["fake-local"]["streamIdleTimeoutMs"] for r in routes] == [600_000, 600_000]
+    # and turn-memory waits as long for a slow worker before the next turn, or for /compact
+    (row,) = [row for patch in (tmp_path / "work").glob("dashboard-screenshot-turn-memory/run-*.patch.yml")
+              for row in yaml.safe_load(patch.read_text()) if row.get("id") == "turn-memory"]
+    assert (row["config"]["turns"]["landingWaitS"], row["config"]["engine"]["manualTimeoutMs"]) == (600, 600_000)
+
+
+# -- a provider slower than DSH's own limits ------------------------------------------------
+def test_dsh_waits_for_a_slow_provider_only_with_the_route_the_eval_writes(host_runtime, tmp_path):
+    """DSH aborts a model request that sends nothing for 300 s (pi-ai's stream watchdog; the
+    proxy's keep-alive does not reset it) and sends it again: a slow provider is asked, and paid,
+    twice, or fails. Here its limit is lowered to 1.5 s and the provider takes 3 s."""
+    asked: list[str] = []
+
+    def slow_provider(req: FakeRequest) -> dict[str, Any] | None:
+        if req.kind != "turn":
+            return None  # the title
+        asked.append(req.last_user_text)
+        time.sleep(3 if len(asked) == 1 else 0)
+        return {"text": "Hello back."}
+
+    for name, limit_ms, times_asked in (("dsh-limit", 1500, 2), ("eval-route", request_limit_ms(60), 1)):
+        asked.clear()
+        with FakeModel(upstream=slow_provider, heartbeat_s=0.3) as model:
+            home = DshHome(tmp_path / name, host_runtime, model.base_url, context_window=128_000,
+                           stream_idle_timeout_ms=limit_ms).create()
+            done = home.run(["Say hello."], timeout=90)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert [t["reason"]["kind"] for t in done.tasks()] == ["completed"]
+        assert asked == ["Say hello."] * times_asked, name
+
+
+NODE_FETCH = r"""
+const { fetch, Agent } = await import(process.argv[2] + "/undici/index.js");
+const dispatcher = new Agent({ headersTimeout: 1000, bodyTimeout: 1000 });  // Node's own: 300 s each
+try {
+  const response = await fetch(process.argv[3], { method: "POST", dispatcher, headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "m", stream: true, messages: [{ role: "user", content: "hi" }] }) });
+  console.log(JSON.stringify({ status: response.status, body: await response.text() }));
+} catch (error) { console.log(JSON.stringify({ error: String(error.cause ?? error) })); }
+"""
+
+
+def test_nodes_fetch_gives_up_on_a_silent_provider_but_not_on_the_proxys_kept_alive_stream(v021, tmp_path):
+    """The other limit: Node's fetch (undici) drops a response whose headers or next bytes take 300 s,
+    whatever DSH's route says. Lowered here to 1 s, against a provider that takes 3 s."""
+    script = tmp_path / "fetch.mjs"
+    script.write_text(NODE_FETCH)
+    results = []
+    for heartbeat_s in (None, 0.3):
+        with FakeModel(upstream=lambda req: time.sleep(3) or {"text": "late answer"}, heartbeat_s=heartbeat_s) as model:
+            out = subprocess.run([str(v021.node), str(script), str(v021.node_modules),
+                                  f"{model.base_url}/v1/chat/completions"], capture_output=True, text=True, timeout=60)
+        results.append(json.loads(out.stdout))
+    silent, kept = results
+    assert silent == {"error": "HeadersTimeoutError: Headers Timeout Error"}
+    assert kept["status"] == 200 and "late answer" in kept["body"] and kept["body"].startswith(HEARTBEAT.decode())
 
 
 # -- Ctrl-C ---------------------------------------------------------------------------------
@@ -180,10 +262,10 @@ def test_ctrl_c_stops_cleanly_with_what_was_measured_and_leaves_no_process(v021,
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends the foreground command
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-3000:]
-    assert "interrupted during dashboard-screenshot (stock); the results above are complete runs; every DSH and " \
-           "engine process was stopped" in err
+    assert "interrupted during dashboard-screenshot (stock replay); the results above are complete runs; every DSH " \
+           "and engine process was stopped" in err
     result = json.loads(out)
-    assert result["interrupted"] == "during dashboard-screenshot (stock); the results above are complete runs"
+    assert result["interrupted"] == "during dashboard-screenshot (stock replay); the results above are complete runs"
     assert [s["name"] for s in result["scenarios"]] == ["config-refactor"]  # the complete one, both engines
     assert sorted(result["scenarios"][0]["engines"]) == ["stock", "turn-memory"]
     assert processes_under(work) == []

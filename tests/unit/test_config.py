@@ -101,6 +101,10 @@ BAD_ENGINE_VALUES = [
     ("manualTimeoutMs", None, "engine.manualTimeoutMs: Input should be a valid integer (got None)"),
     ("restartDelayMs", -20, "engine.restartDelayMs: Input should be greater than or equal to 0 (got -20)"),
     ("restartDelayMs", "500", "engine.restartDelayMs: must be a whole number (got '500')"),
+    ("manualTimeoutMs", 2**31, "engine.manualTimeoutMs: at most 2147483647 ms (24.8 days), the longest a Node timer "
+                               "waits (got 2147483648)"),
+    ("startTimeoutMs", 10**12, "engine.startTimeoutMs: at most 2147483647 ms (24.8 days), the longest a Node timer "
+                               "waits (got 1000000000000)"),
     ("recycleAfterTimeouts", -1, "engine.recycleAfterTimeouts: Input should be greater than or equal to 0 (got -1)"),
     ("recycleAfterTimeouts", "3", "engine.recycleAfterTimeouts: must be a whole number (got '3')"),
 ]
@@ -124,6 +128,40 @@ def test_every_bad_engine_value_is_named_at_once_and_a_section_that_is_no_mappin
         assert [p.message for p in config_problems(config)] == [f"the config must be a mapping of keys, got {config!r}"]
     # whole milliseconds written as floats (YAML `2000.0`) are still whole
     assert config_problems({"engine": {"startTimeoutMs": 2000.0, "logFile": None}}) == []
+
+
+PRE_STEP_WAIT = ("at most 700000 s (8.1 days): the shim holds a step for turns.landingWaitS + compaction.rewriteWaitS "
+                 "+ compaction.workerTimeoutS on one Node timer, which waits at most 24.8 days")
+
+
+@pytest.mark.parametrize("config, key, got", [
+    ({"turns": {"landingWaitS": 700_001}}, "turns.landingWaitS", "700001"),
+    ({"compaction": {"rewriteWaitS": 1e12}}, "compaction.rewriteWaitS", "1000000000000.0"),
+    ({"compaction": {"workerTimeoutS": float("inf")}}, "compaction.workerTimeoutS", "inf"),
+])
+def test_a_wait_the_pre_step_timer_cannot_hold_is_refused_with_its_key(config, key, got):
+    (problem,) = config_problems(config)
+    assert (problem.key, problem.message) == (key, f"{key}: {PRE_STEP_WAIT} (got {got})")
+
+
+def test_the_longest_waits_allowed_still_fit_the_pre_step_timer():
+    from turn_memory.bridge.protocol import HelloParams
+    from turn_memory.bridge.server import Peer
+    from turn_memory.config import NODE_TIMER_MAX_MS
+    from turn_memory.engine import Engine
+
+    longest = {"turns": {"landingBarrier": True, "landingWaitS": 700_000},
+               "compaction": {"rewriteWaitS": 700_000, "workerTimeoutS": 700_000}}
+    assert config_problems(longest) == []
+    params = HelloParams(protocol=1, dshVersion="0.1.0-rc.8", dialect="rc8", secret="s", pid=1,
+                         checkpointSource={"kind": "plugin", "plugin": "compact", "compactionId": "probe"},
+                         config=longest)
+    hello = asyncio.run(_hello(Engine(), Peer(b"p"), params))
+    assert hello.preStepTimeoutMs == 2_100_002_000 <= NODE_TIMER_MAX_MS
+
+
+async def _hello(engine, peer, params):
+    return engine.on_hello(peer, params)
 
 
 def test_valid_configs_pass():

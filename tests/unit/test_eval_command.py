@@ -14,7 +14,8 @@ from turn_memory.eval.facts import FactCheck
 from turn_memory.eval.measure import EngineResult, Snapshot
 from turn_memory.eval.probes import ProbeResult
 from turn_memory.eval.protocol_stats import ProtocolStats
-from turn_memory.eval.provider import Usage
+from turn_memory.eval.provider import ChatRequest, Completion, Usage
+from turn_memory.eval.proxy import CAPTURE_TEXT
 from turn_memory.eval.report import ScenarioResult, render, result_json
 from turn_memory.eval.scenario import Fact, Probe, load_suite
 
@@ -57,8 +58,12 @@ def test_a_paid_run_prints_its_estimate_and_needs_yes(capsys, monkeypatch, no_ds
     code, out, err = run(capsys, "--api-key-env", "MY_KEY", "--model", "m1")
     assert code == 2 and out == ""
     estimate, refusal = err.splitlines()
-    assert estimate.startswith("turn-memory eval: 5 scenario(s) x 2 engines on m1 at https://api.deepseek.com: about ")
-    assert "at DeepSeek list prices (at most $" in estimate
+    # the figures docs/eval.md quotes for the shipped suite (the arithmetic: test_eval_measures)
+    assert estimate == ("turn-memory eval: 5 scenario(s) x 2 engines on m1 at https://api.deepseek.com: about 389 "
+                        "requests, 3,709,781 prompt tokens (2,659,074 expected from the provider's cache), 139,879 "
+                        "output tokens; about $0.43 at DeepSeek list prices, as the compression policy will handle "
+                        "these turns (at most $1.67, 562 requests: a worker for every turn, no cache hits; a retried "
+                        "request is billed again)")
     assert refusal.startswith("turn-memory eval: error: this run would spend about $")
     assert refusal.endswith("and no one confirmed it; nothing was run (fix: add --yes, or try --model scripted first)")
 
@@ -95,8 +100,10 @@ def _result() -> list[ScenarioResult]:
         probes = [ProbeResult(Probe("p1", "recall", "q", "r", ("a",)), "ans", score=scores[0], usage=[Usage(1000, 10, 500)],
                               judge_usage=Usage(200, 20)),
                   ProbeResult(Probe("p2", "decision", "q", "r", ("b",)), "ans", score=scores[1], usage=[Usage(1000, 10)])]
-        stats = ProtocolStats(10, 4, 3, 8, [(3, "no-op: below turns.minTurnTokens (600)")], Counter({"cannot finish yet": 2})) \
-            if name == "turn-memory" else None
+        held = "held by the policy: below turns.minTurnTokens (600) together"
+        stats = ProtocolStats(10, 4, 3, 8, [(3, "no-op: below turns.minTurnTokens (600)"), (8, held), (9, held),
+                                            (10, held)], Counter({"cannot finish yet": 2}), held=[8, 9, 10],
+                              folded=[1, 2, 3, 8]) if name == "turn-memory" else None
         return EngineResult(name, 12.0, [], Snapshot({}, [], [], 5000, surface), checks,
                             {"summary" if name == "stock" else "turn-worker": [Usage(4000, 100, 1000)]}, None, stats, probes)
 
@@ -107,7 +114,10 @@ def _result() -> list[ScenarioResult]:
 
 
 def test_the_table_puts_both_engines_side_by_side():
-    out = render(result_json(_result(), {"host": "0.2.1-rc.2", "model": "scripted", "scripted": True}))
+    out = render(result_json(_result(), {"host": "0.2.1-rc.2", "model": "scripted", "scripted": True,
+                                         "retried": {"probe": 1, "turn-worker": 2}, "estimate": {
+                                             "cost_usd": 0.0031, "requests": 9, "at_most": {"cost_usd": 0.012,
+                                                                                             "requests": 14}}}))
     lines = out.splitlines()
     assert lines[0] == "turn-memory eval · DSH 0.2.1-rc.2 · model scripted"
     assert lines[1].startswith("(scripted model: ") and lines[1].endswith("they measure the plumbing, not a model)")
@@ -126,12 +136,17 @@ def test_the_table_puts_both_engines_side_by_side():
         "  memory + probe requests              4            4",
         "  cost (USD, DeepSeek prices)     0.0014       0.0014",
         ("  worker protocol: 3 of 4 attempted turns landed (10 turns), 2.0 requests per attempted turn; refusals: "
-         "cannot finish yet 2; left raw: turn 3 (no-op: below turns.minTurnTokens (600))"),
+         "cannot finish yet 2; left raw: turn 3 (no-op: below turns.minTurnTokens (600)); turns 8-10 (held by the "
+         "policy: below turns.minTurnTokens (600) together); folded into a session checkpoint: turns 1-3, 8"),
     ]
     assert "  history search over 2 planted facts: recall@1 50% (1), recall@5 100% (2), first page 100%" in lines
     # usage of each engine: 2 probe answers, 1 judge, 1 memory request; priced hits 0.028, misses 0.28, output 0.42 per M
-    assert lines[-1] == ("  total: 8 provider requests, 12,400 prompt tokens (3,000 cached), 280 output, $0.0028 at "
-                         "DeepSeek list prices (scripted: heuristic tokens, nothing was spent)")
+    assert lines[-3:] == [
+        ("  total: 8 provider requests, 12,400 prompt tokens (3,000 cached), 280 output, $0.0028 at DeepSeek list prices "
+         "(scripted: heuristic tokens, nothing was spent)"),
+        ("  retried: 3 request(s) (probe 1, turn-worker 2): a provider bills a retried request again if it had begun it; "
+         "not in the cost above"),
+        "  estimated before the run: $0.0031 (9 requests), at most $0.0120 (14)"]
 
 
 def test_the_json_has_a_scenarios_list_with_both_engines_and_an_overall_object():
@@ -180,3 +195,72 @@ def test_a_config_the_installer_refuses_stops_the_run_with_the_installers_words(
     assert err == ("turn-memory eval: error: turn-memory install failed (2): turns.minTurnToken: unknown key (did you "
                    "mean turns.minTurnTokens?) (fix: check the --set values (turn-memory config lists every key))\n")
     assert out.splitlines()[0] == "turn-memory eval · DSH 0.2.1-rc.2 · model scripted"  # nothing measured, said so
+
+
+class _RecordingProvider:
+    """Answers every probe "an answer" and scores every answer 4, noting each request in `seen`."""
+
+    label, scripted = "recorder", False
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+        self.retried: Counter[str] = Counter()
+
+    def complete(self, request: ChatRequest) -> Completion:
+        probe = request.probe.probe
+        self.seen.append(f"{request.purpose} {probe.id}")
+        return Completion(text='{"score": 4, "reason": "ok"}' if request.purpose == "judge" else "an answer")
+
+
+@pytest.mark.parametrize("order", ["turn-memory,stock", "stock,turn-memory"])
+def test_both_engines_write_their_memory_before_any_question_and_every_answer_comes_before_any_judging(
+        order, monkeypatch, tmp_path):
+    """A model played by a person or relayed must not see a question before it writes the memory, nor a
+    reference answer before it answers."""
+    from turn_memory.eval import suite
+
+    scenario = load_suite(only=["dashboard-screenshot"])[0]
+    seen: list[str] = []
+
+    def replay(self, scenario, engine, template, runtime):
+        seen.append(f"replay {engine}")
+        snapshot = Snapshot({}, [{"role": "user", "content": CAPTURE_TEXT}], [], 5000, 900)
+        return EngineResult(engine, 1.0, [], snapshot, [], {}, None, None)
+
+    monkeypatch.setattr(suite, "prepare_template", lambda root, runtime, engine, settings: root)
+    monkeypatch.setattr(suite.SuiteRun, "_replay", replay)
+    progress: list[str] = []
+    run = suite.SuiteRun(_RecordingProvider(seen), tmp_path, [], 60, keep_logs=False, say=progress.append,
+                         order=suite.ENGINE_ORDERS[order])
+    run.run([scenario], runtime=None)
+    first, second = order.split(",")
+    probes = [f"probe {p.id}" for p in scenario.probes]
+    assert seen == [f"replay {first}", f"replay {second}", *probes, *probes,
+                    *[f"judge {p.id}" for p in scenario.probes] * 2]
+    (result,) = run.results
+    assert list(result.engines) == ["stock", "turn-memory"]  # the report's columns, whatever the order
+    assert [p.score for e in result.engines.values() for p in e.probes] == [4.0] * 16
+    assert progress == [f"[1/1] dashboard-screenshot: {first} replayed in 0s",
+                        f"[1/1] dashboard-screenshot: {second} replayed in 0s",
+                        "[1/1] dashboard-screenshot: stock mean probe score 4.00",
+                        "[1/1] dashboard-screenshot: turn-memory mean probe score 4.00"]
+
+
+def test_turn_memorys_waits_are_raised_to_the_replays_limit_except_what_the_user_set():
+    """A slow provider's worker, hint or /compact is waited for, not skipped (the landing barrier's 30 s
+    would let the next turn start with the last one raw)."""
+    from turn_memory.config import config_problems
+    from turn_memory.eval.session_run import eval_overrides
+
+    assert eval_overrides(1800) == {
+        "turns": {"landingBarrier": True, "landingWaitS": 1800, "workerTimeoutS": 1800, "jobTimeoutS": 1800},
+        "thoughtHints": {"timeoutS": 1800},
+        "compaction": {"rewriteWaitS": 1800, "workerTimeoutS": 1800, "jobTimeoutS": 3600},  # never lowered
+        "engine": {"manualTimeoutMs": 1_800_000}}
+    # a limit past the timers' own: the pre-step's waits stop at 700,000 s each, the shim's at 2^31 - 1 ms
+    days = eval_overrides(10**7, frozenset({"turns.landingWaitS", "turns.jobTimeoutS"}))
+    assert days == {"turns": {"landingBarrier": True, "workerTimeoutS": 10**7},
+                    "thoughtHints": {"timeoutS": 10**7},
+                    "compaction": {"rewriteWaitS": 700_000, "workerTimeoutS": 700_000, "jobTimeoutS": 10**7},
+                    "engine": {"manualTimeoutMs": 2**31 - 1}}
+    assert config_problems(days) == []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from surface_builders import LogBuilder, new_id
 
+from turn_memory.config import EngineConfig
 from turn_memory.eval import cost, routing
 from turn_memory.eval.facts import check_facts, holds, recall
 from turn_memory.eval.probes import ProbeAsker, history_answer, judge, parse_verdict
@@ -118,24 +119,79 @@ def test_protocol_stats_count_landed_and_attempted_turns_requests_and_why_turns_
     assert summarize_raw([(2, "no-op: x"), (6, "no-op: x"), (3, "gave up: y")]) == "turns 2, 6 (no-op: x); turn 3 (gave up: y)"
 
 
-def _scenario(**changes):
-    data = {"title": "t", "shape": "s", "raw_tokens": 20_000, "turns": [
-        {"user": f"task {n}", "steps": [{"think": "x" * 2500 if n == 1 else "", "say": "done"}]} for n in range(1, 11)],
-        "facts": [{"id": "f", "text": "done", "turn": 1, "kind": "decision", "query": "done"}],
-        "probes": [{"id": f"p{n}", "dimension": "recall", "question": "q", "reference": "r", "facts": ["f"]}
-                   for n in range(3)]}
+HELD_LOG = """\
+2026-12-02 00:17:18,644 INFO turn_memory.turns: session s1 turn 1: held; turn 1 (1541 tokens) held: saves ~2,157 over the 2 requests the session is expected to make yet, costs ~33,153 (cached-token units)
+2026-12-02 00:17:18,918 INFO turn_memory.turns: session s1 turns 1, 2: held; turns 1, 2 (1894 tokens) held: saves ~5,303 over the 4 requests the session is expected to make yet, costs ~39,225 (cached-token units)
+2026-12-02 00:17:19,000 INFO turn_memory.turns: session other turns 1, 2, 3: compressing; turns 1, 2, 3 (9000 tokens): saves ~9 (cached-token units)
+2026-12-02 00:17:19,039 INFO turn_memory.turns: session s1 turns 1, 2, 3: held; turns 1, 2, 3 (2642 tokens) held: saves ~9,247 over the 5 requests the session is expected to make yet, costs ~52,090 (cached-token units)
+2026-12-02 00:17:20,000 INFO turn_memory.turns: session s1 turn 4: held; turn 4 (144 tokens) held: below turns.minTurnTokens (600) together
+2026-12-02 00:17:21,000 INFO turn_memory.turns: session s1 turns 4, 5: compressing; turns 4, 5 (900 tokens): saves ~20,000 over the 9 requests the session is expected to make yet, costs ~10,000 (cached-token units)
+2026-12-02 00:17:22,000 INFO turn_memory.turns: session s1 turn 4: landed (5 -> 2 nodes, 1 worker(s), 1 model request(s))
+2026-12-02 00:17:22,001 INFO turn_memory.turns: session s1 turn 6: held; turn 6 (300 tokens) held: below turns.minTurnTokens (600) together
+"""
+
+
+def test_turns_the_policy_held_are_reported_as_held_with_its_last_reason():
+    stats = protocol_stats(HELD_LOG, "s1", 6, folded=[1, 2, 3])
+    why = ("held by the policy: saves ~9,247 over the 5 requests the session is expected to make yet, costs ~52,090 "
+           "(cached-token units)")
+    # turn 5 was dispatched (with turn 4) and nothing more was logged of it: that is no policy hold
+    assert stats.raw == [(1, why), (2, why), (3, why), (5, "no outcome logged"),
+                         (6, "held by the policy: below turns.minTurnTokens (600) together")]
+    assert (stats.held, stats.folded, stats.attempted, stats.landed) == ([1, 2, 3, 6], [1, 2, 3], 1, 1)
+    assert summarize_raw(stats.raw) == (f"turns 1-3 ({why}); turn 5 (no outcome logged); "
+                                        "turn 6 (held by the policy: below turns.minTurnTokens (600) together)")
+    assert stats.to_json()["held"] == [1, 2, 3, 6] and stats.to_json()["folded"] == [1, 2, 3]
+
+
+def _scenario(steps: int = 1, turns: int = 10, **changes):
+    """`turns` turns of `steps` agent requests each (the last one says "done", the others run a command)."""
+    def turn(n: int) -> dict:
+        work = [{"bash": [f"echo {n}.{i}"]} for i in range(steps - 1)]
+        return {"user": f"task {n}", "steps": [*work, {"think": "x" * 2500 if n == 1 else "", "say": "done"}]}
+    data = {"title": "t", "shape": "s", "raw_tokens": 20_000, "turns": [turn(n) for n in range(1, turns + 1)],
+            "facts": [{"id": "f", "text": "done", "turn": 1, "kind": "decision", "query": "done"}],
+            "probes": [{"id": f"p{n}", "dimension": "recall", "question": "q", "reference": "r", "facts": ["f"]}
+                       for n in range(3)]}
     return parse_scenario({**data, **changes}, Path("x"))
+
+
+def test_the_estimate_runs_the_compression_policy_over_the_scenarios_turns():
+    # 8 turns of 2,000 tokens, 4 agent requests each. Held together after turn n: saving 0.7 x 2,000n x 4n
+    # (cached-token units) against cost 10 x (2,000n + 400 per job) + 2,000 per job + 0.3 x 2,000n x 24, jobs
+    # of two turns (turns.batchTokens 4,000): at n = 6, 201,600 < 224,400 (held); at n = 7, 274,400 >= 264,800
+    plan = cost.policy_plan(_scenario(steps=4, turns=8, raw_tokens=16_000), EngineConfig())
+    assert plan.jobs == [[1, 2], [3, 4], [5, 6], [7], [8]] and plan.held == [] and plan.pressure_segments == []
+    assert plan.surface == 4_000  # a quarter of each compressed turn stays
+    # ten turns of one request each never pay for a worker: all held, /compact folds them
+    assert cost.policy_plan(_scenario(), EngineConfig()) == cost.PolicyPlan([], list(range(1, 11)), [], 20_000)
+    # the size policy (the run's --set turns.policy=size) gives each a worker as it ends
+    size = EngineConfig.model_validate({"turns": {"policy": "size"}})
+    assert cost.policy_plan(_scenario(), size).jobs == [[n] for n in range(1, 11)]
 
 
 def test_the_cost_estimate_is_arithmetic_over_the_scenario_size():
     bill = cost.estimate([_scenario()])
-    # e.g. the turn workers: 10 turns of 2,000 tokens, 2 requests each; the first sends the 4,000-token
-    # overhead + the session so far at 25% + the turn = 170,000 prompt tokens over the 20 requests
-    assert bill.by_purpose == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 12, "judge": 6}
-    assert (bill.requests, bill.prompt_tokens, bill.hit_tokens, bill.output_tokens) == (42, 401_291, 251_600, 14_096)
-    assert round(bill.cost(), 6) == 0.054879 and round(bill.upper_bound(), 6) == 0.118282
-    # a session that is not compacted but runs into its window gets one stock summary per window's worth
-    assert cost.estimate([_scenario(compact=False, window=8_000, raw_tokens=20_000)]).by_purpose["summary"] == 4
+    # expected: no turn worker (above); /compact: one segment worker of one request over the 20,000-token surface
+    # (4,000 + 20,000 prompt, 6,666 + 100 out); the hint (1,200 cached + 625); stock's summary (20,000 + 8,000);
+    # per probe: stock 10,000 (snapshot + summary), turn-memory 14,666 (snapshot + the checkpoint) and one read
+    # (+ 2,000), each cached after the first probe; six judges of 1,200
+    assert bill.expected.by_purpose == {"session-worker": 1, "hint": 1, "summary": 1, "probe": 9, "judge": 6}
+    e = bill.expected
+    assert (e.requests, e.prompt_tokens, e.hit_tokens, e.output_tokens) == (18, 185_021, 94_530, 12_466)
+    assert round(bill.cost(), 8) == 0.03322004  # (94,530 x 0.028 + 90,491 x 0.28 + 12,466 x 0.42) / 1e6
+    # at most: a worker of two requests for every turn (the first sends 4,000 + the session so far at 25% + the
+    # turn: 82,500 over the ten; the second re-sends it plus the edit), a /compact over a quarter of the raw
+    # history, two reads per answer, every prompt token a miss
+    h = bill.high
+    assert h.by_purpose == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 12, "judge": 6}
+    assert (h.requests, h.prompt_tokens, h.output_tokens) == (42, 361_685, 14_196)
+    assert round(bill.upper_bound(), 8) == 0.10723412  # (361,685 x 0.28 + 14,196 x 0.42) / 1e6
+    assert bill.to_json()["at_most"] == {"requests": 42, "prompt_tokens": 361_685, "output_tokens": 14_196,
+                                         "cost_usd": 0.1072, "by_purpose": dict(sorted(h.by_purpose.items()))}
+    # a session that is not compacted but runs into its window gets one stock summary per threshold's worth
+    # (0.8 x 8,000): 4 for 20,000 tokens
+    assert cost.estimate([_scenario(compact=False, window=8_000)]).expected.by_purpose["summary"] == 4
 
 
 def test_usage_is_priced_at_deepseek_list_prices():

@@ -3,11 +3,16 @@ scripted server's `upstream` hook the eval proxy forwards through."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 import time
 import urllib.request
+from collections import Counter
 
-from turn_memory.devtools.fake_model import FakeModel
+import pytest
+
+from turn_memory.devtools.fake_model import HEARTBEAT, FakeModel
 from turn_memory.eval.provider import IMAGE_NOTE, ChatRequest, OpenAIProvider, ProviderError, Usage, text_only
 
 BASH = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
@@ -77,3 +82,74 @@ def test_the_upstream_hook_answers_first_and_outside_the_lock():
         slow.join(10)
         assert fast == [("queue", "fast answer")]
         assert [(r.source, r.reply["text"]) for r in server.requests] == [("queue", "fast answer"), ("upstream", "slow answer")]
+
+
+def test_a_failed_request_is_sent_again_up_to_retries_times_and_each_retry_is_counted():
+    failure = {"status": 503, "error": {"message": "overloaded", "type": "server_error"}}
+    with FakeModel({"title": [failure, {**failure, "status": 429}, "third time"]}) as server:
+        provider = OpenAIProvider(server.base_url + "/v1", "sk-test", "m", "m", retries=2)
+        done = provider.complete(ChatRequest("hint", [{"role": "user", "content": "x"}]))
+        assert (done.text, len(server.requests), provider.retried) == ("third time", 3, Counter({"hint": 2}))
+
+
+@pytest.mark.parametrize("script, retries, attempts, message", [
+    ([{"status": 503}] * 2, 1, 2, "scripted failure (HTTP 503) (after 2 attempts)"),
+    ([{"status": 401, "error": {"message": "bad key", "type": "auth"}}], 2, 1, "bad key"),  # no use asking again
+    ([{"text": "late", "delay_ms": 1500}], 0, 1, "no answer within 0.5s"),
+])
+def test_what_the_provider_did_not_answer_is_a_provider_error_after_the_retries_that_help(script, retries, attempts,
+                                                                                          message):
+    with FakeModel({"title": script}) as server:
+        provider = OpenAIProvider(server.base_url + "/v1", "sk-test", "m", "m", timeout_s=0.5, retries=retries)
+        with pytest.raises(ProviderError) as raised:
+            provider.complete(ChatRequest("summary", [{"role": "user", "content": "x"}]))
+        assert str(raised.value).startswith(f"{server.base_url}/v1 m: ") and str(raised.value).endswith(message)
+        assert len(server.requests) == attempts and sum(provider.retried.values()) == attempts - 1
+
+
+def _post(server: FakeModel, text: str) -> tuple[float, int, bytes, float]:
+    """(seconds to the response's headers, status, body, seconds to its end) of one streamed request."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=20)
+    started = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", body=json.dumps({
+        "model": "m", "stream": True, "tools": BASH, "messages": [{"role": "user", "content": text}]}),
+        headers={"content-type": "application/json"})
+    response = conn.getresponse()
+    headers_s = time.monotonic() - started
+    body = response.read()
+    conn.close()
+    return headers_s, response.status, body, time.monotonic() - started
+
+
+def test_while_the_upstream_works_the_stream_is_kept_alive_and_a_late_error_goes_inside_it():
+    """Node's fetch gives up on a response whose headers or next bytes take 300 s: the proxy sends its
+    headers and an SSE comment every heartbeat while the provider works (e2e: the same with Node)."""
+    def upstream(req):
+        time.sleep(1.0)
+        if "fail" in req.last_user_text:
+            return {"status": 503, "error": {"message": "the provider failed", "type": "upstream_error"}}
+        return {"text": "slow answer"}
+
+    with FakeModel(upstream=upstream, heartbeat_s=0.2) as server:
+        headers_s, status, body, total_s = _post(server, "slow please")
+        assert status == 200 and headers_s < 0.9 <= total_s  # the headers went out before the answer
+        comments, _, rest = body.partition(b"data: ")
+        beats = len(comments) // len(HEARTBEAT)
+        assert comments == HEARTBEAT * beats and beats >= 2  # about every 0.2 s until the answer, at 1 s
+        assert b"slow answer" in rest and rest.endswith(b"data: [DONE]\n\n")
+        _, status, body, _ = _post(server, "fail please")
+        assert status == 200 and body.endswith(
+            b'data: {"error": {"message": "the provider failed", "type": "upstream_error"}}\n\n')
+        # the OpenAI client reads the comments as nothing and the late error as the provider's error (not retried)
+        provider = OpenAIProvider(server.base_url + "/v1", "sk-test", "m", "m", retries=2)
+        assert provider.complete(ChatRequest("hint", [{"role": "user", "content": "slow"}], BASH)).text == "slow answer"
+        with pytest.raises(ProviderError, match="the provider failed$"):
+            provider.complete(ChatRequest("hint", [{"role": "user", "content": "fail"}], BASH))
+        assert provider.retried == Counter()
+
+
+def test_an_upstream_that_answers_within_the_heartbeat_keeps_its_http_status():
+    with FakeModel(upstream=lambda req: {"status": 429, "error": {"message": "slow down", "type": "rate"}},
+                   heartbeat_s=5) as server:
+        headers_s, status, body, _ = _post(server, "now")
+        assert (status, json.loads(body)) == (429, {"error": {"message": "slow down", "type": "rate"}})

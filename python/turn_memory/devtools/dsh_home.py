@@ -92,6 +92,9 @@ class DshHome:
     route_model: str = "fake-model"
     #: the session log's encoding ("zstd", DSH's default, or "none" for plain session.jsonl)
     log_compression: str | None = None
+    #: how long the generic route waits for the model's next bytes (pi-ai's stream watchdog;
+    #: None: DSH's default, 300 s)
+    stream_idle_timeout_ms: int | None = None
 
     @property
     def profile_dir(self) -> Path:
@@ -225,10 +228,12 @@ class DshHome:
 
     def _small_window_route(self) -> list[dict[str, Any]]:
         window = self.context_window or 128_000
+        idle = {} if self.stream_idle_timeout_ms is None else {"streamIdleTimeoutMs": self.stream_idle_timeout_ms}
         return [
             {"id": "llm-pi-ai", "config": {"providers": {"fake-local": {
                 "displayName": "Fake local", "apiKeyEnv": "DEEPSEEK_API_KEY", "api": "openai-completions",
                 "baseURL": f"{self.model_url}/v1", "compat": {"supportsDeveloperRole": False, "maxTokensField": "max_tokens"},
+                **idle,
                 "models": [
                     {"id": "fake-model", "name": "Fake Model", "contextWindow": window, "maxTokens": 4096,
                      "input": ["text", "image"] if self.image_input else ["text"]},

@@ -60,6 +60,7 @@ A reply is a string (shorthand for ``{"text": s}``) or a dict with keys from REP
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import threading
@@ -77,6 +78,8 @@ COMPACT_HEADER = "x-deepseek-harness-compact"
 RUNTIME_CONTEXT_PREFIX = "Current runtime context"  # host scaffolding, not user words
 FAKE_API_KEY = "sk-fake-turn-memory-0000000000"
 SECRET_HEADERS = ("authorization", "x-api-key")  # recorded truncated, never whole
+#: what a stream that waits for its upstream sends (an SSE comment: both SDKs skip it)
+HEARTBEAT = b": waiting for the model\n\n"
 
 REPLY_KEYS = {
     "text",              # assistant content, streamed in chunk_size pieces
@@ -353,23 +356,73 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _WIRES[protocol].error_body(400, {"error": {
                 "message": "body is not JSON", "type": "invalid_request_error"}}))
             return
-        req, reply = self.server.fake._dispatch(self.path, dict(self.headers.items()), body, protocol)
-        wait_ms = reply.get("delay_ms") or self.server.fake.ttfb_ms  # a reply's own delay replaces the model's
+        fake = self.server.fake
+        self._streaming = False
+        dispatch = functools.partial(fake._dispatch, self.path, dict(self.headers.items()), body, protocol)
+        if fake.heartbeat_s and fake.upstream is not None:
+            req, reply = self._with_heartbeat(dispatch, fake.heartbeat_s)
+        else:
+            req, reply = dispatch()
+        wait_ms = reply.get("delay_ms") or fake.ttfb_ms  # a reply's own delay replaces the model's
         if wait_ms:
             time.sleep(wait_ms / 1000)
         status = 400 if reply.get("context_overflow") else int(reply.get("status") or 200)
-        if status != 200:
+        if status != 200 and self._streaming:
+            # the 200 is on the wire already: the error goes as the protocol's in-stream error event
+            self._write(_WIRES[protocol].error_frame(status, reply))
+        elif status != 200:
             self._send_json(status, _WIRES[protocol].error_body(status, reply))
         else:
             self._stream(req, reply)
 
-    def _stream(self, req: FakeRequest, reply: dict[str, Any]) -> None:
+    def _start_stream(self) -> None:
+        if self._streaming:
+            return
+        self._streaming = True
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("connection", "close")  # body ends at EOF; no chunked framing needed
         self.end_headers()
         self.close_connection = True
+
+    def _write(self, data: bytes) -> bool:
+        """False once the client is gone (DSH cancels on interrupt); nothing to clean up."""
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+            return True
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+
+    def _with_heartbeat(self, dispatch: Callable[[], tuple[FakeRequest, dict]],
+                        every_s: float) -> tuple[FakeRequest, dict]:
+        """Dispatch; while the upstream takes longer than `every_s`, commit the 200 and send an SSE
+        comment every `every_s`. Node's fetch gives up on a response whose headers, or next bytes,
+        take 300 s (undici's headersTimeout / bodyTimeout), whatever DSH's own limits are."""
+        done = threading.Event()
+        out: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                out["result"] = dispatch()
+            except BaseException as exc:  # re-raised on the handler's thread
+                out["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="fake-model-upstream", daemon=True).start()
+        alive = True
+        while not done.wait(every_s):
+            if alive:
+                self._start_stream()
+                alive = self._write(HEARTBEAT)
+        if "error" in out:
+            raise out["error"]
+        return out["result"]
+
+    def _stream(self, req: FakeRequest, reply: dict[str, Any]) -> None:
+        self._start_stream()
         usage = reply_usage(req, reply)
         frames = list(_WIRES[req.protocol].sse_frames(req.body.get("model", "fake-model"), reply, usage,
                                                       self.server.fake.chunk_size))
@@ -377,14 +430,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not pause_s and self.server.fake.tokens_per_s:
             # the model's streaming rate: the reply's output tokens spread over its frames
             pause_s = usage["completion_tokens"] / self.server.fake.tokens_per_s / len(frames)
-        try:
-            for frame in frames:
-                self.wfile.write(frame)
-                self.wfile.flush()
-                if pause_s:
-                    time.sleep(pause_s)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client aborted (DSH cancels on interrupt); nothing to clean up
+        for frame in frames:
+            if not self._write(frame):
+                return
+            if pause_s:
+                time.sleep(pause_s)
 
 
 _WIRES = {fake_wire_openai.PROTOCOL: fake_wire_openai, fake_wire_messages.PROTOCOL: fake_wire_messages}
@@ -427,14 +477,18 @@ class FakeModel:
     def __init__(self, script: Any = None, port: int = 0, *, host: str = "127.0.0.1",
                  responder: Responder | None = None, log_path: str | Path | None = None,
                  chunk_size: int = 16, verbose: bool = False, ttfb_ms: float = 0.0,
-                 tokens_per_s: float | None = None, upstream: Responder | None = None) -> None:
+                 tokens_per_s: float | None = None, upstream: Responder | None = None,
+                 heartbeat_s: float | None = None) -> None:
         """`ttfb_ms` / `tokens_per_s`: a model that answers after that long and streams at that
         rate (output tokens as `reply_usage` counts them), for every reply without its own
         `delay_ms` / `chunk_delay_ms`. Requests are served concurrently, each on its own clock.
         `upstream`: asked first, outside the lock (it may block on a real provider); None
-        passes the request on to the responder and the script."""
+        passes the request on to the responder and the script. `heartbeat_s`: while `upstream`
+        takes longer than this, the 200 and an SSE comment every `heartbeat_s` go out (an
+        error it then returns goes as the protocol's in-stream error event)."""
         self.script = Script.load(script)
         self.upstream = upstream
+        self.heartbeat_s = heartbeat_s
         self.ttfb_ms = ttfb_ms
         self.tokens_per_s = tokens_per_s
         self.responder = responder

@@ -175,6 +175,11 @@ def _frame(event: dict[str, Any]) -> bytes:
     return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
 
 
+def error_frame(status: int, reply: Mapping[str, Any]) -> bytes:
+    """The same error inside a stream whose 200 is already sent (an `error` event)."""
+    return _frame(error_body(status, reply))
+
+
 def fake_signature(model: str, thinking: str) -> str:
     """A stable stand-in for the provider's opaque thinking signature (0.2.1 replays it)."""
     return "fake-sig-" + hashlib.sha256(f"{model}\0{thinking}".encode()).hexdigest()[:24]

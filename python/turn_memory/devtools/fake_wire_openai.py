@@ -34,6 +34,11 @@ def error_body(status: int, reply: Mapping[str, Any]) -> dict[str, Any]:
     return {"error": {"message": f"scripted failure (HTTP {status})", "type": "server_error"}}
 
 
+def error_frame(status: int, reply: Mapping[str, Any]) -> bytes:
+    """The same error inside a stream whose 200 is already sent (the OpenAI SDK throws on it)."""
+    return b"data: " + json.dumps(error_body(status, reply)).encode() + b"\n\n"
+
+
 def data_payloads(model: str, reply: Mapping[str, Any], usage: Mapping[str, int],
                   chunk_size: int = 16) -> Iterator[str]:
     """The SSE ``data:`` payloads of one streamed reply, ``[DONE]`` last."""

@@ -24,15 +24,17 @@ from typing import Any, Callable
 
 from turn_memory import __version__
 from turn_memory.cli_output import EXIT_FAILED, EXIT_USAGE, error_text
+from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
 from turn_memory.eval.cost import estimate
 from turn_memory.eval.dry_run import check
-from turn_memory.eval.provider import OpenAIProvider, Provider
+from turn_memory.eval.provider import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, OpenAIProvider, Provider
 from turn_memory.eval.report import render, result_json
 from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, load_suite
 from turn_memory.eval.scripted import ScriptedProvider
 from turn_memory.eval.session_run import ENGINES, RunFailed
-from turn_memory.eval.suite import SuiteRun
+from turn_memory.eval.suite import DEFAULT_ORDER, ENGINE_ORDERS, SuiteRun
+from turn_memory.install.installer import InstallError, parse_sets
 
 PROG = "turn-memory eval"
 EPILOG = """\
@@ -65,7 +67,17 @@ def make_provider(args: argparse.Namespace) -> Provider:
         raise UsageError(f"no API key: ${args.api_key_env} is not set",
                          f"export {args.api_key_env}=<your key>, name another variable with --api-key-env, "
                          "or try --model scripted")
-    return OpenAIProvider(args.base_url, key, args.model, args.judge_model or args.model, images=args.provider_images)
+    return OpenAIProvider(args.base_url, key, args.model, args.judge_model or args.model, images=args.provider_images,
+                          timeout_s=args.request_timeout, retries=args.retries)
+
+
+def run_config(settings: list[str]) -> EngineConfig:
+    """The run's turn-memory config as `--set` makes it (the estimate and the probes' reads use it);
+    the defaults when it is not valid: the installer then refuses it, in its own words."""
+    try:
+        return check_config(parse_sets(settings))
+    except (InstallError, ConfigError):
+        return EngineConfig()
 
 
 def check_scenarios(scenarios: list) -> int:
@@ -116,15 +128,19 @@ def run_eval(args: argparse.Namespace) -> int:
         return _error(str(exc), "correct the scenario file (format: docs/eval.md)")
     except UsageError as exc:
         return _error(str(exc), exc.fix)
-    bill = estimate(scenarios)
+    config = run_config(args.set or [])
+    bill = estimate(scenarios, config)
     if provider.scripted:
         say(f"{len(scenarios)} scenario(s) on the scripted model: no key, no cost; the scores measure the plumbing, "
             "not a model")
     else:
+        expected, high = bill.expected, bill.high
         print(f"{PROG}: {len(scenarios)} scenario(s) x 2 engines on {provider.label} at {args.base_url}: about "
-              f"{bill.requests:,} requests, {bill.prompt_tokens:,} prompt tokens ({bill.hit_tokens:,} expected from "
-              f"the provider's cache), {bill.output_tokens:,} output tokens; about ${bill.cost():.2f} at DeepSeek "
-              f"list prices (at most ${bill.upper_bound():.2f} with no cache hits)", file=sys.stderr, flush=True)
+              f"{expected.requests:,} requests, {expected.prompt_tokens:,} prompt tokens ({expected.hit_tokens:,} "
+              f"expected from the provider's cache), {expected.output_tokens:,} output tokens; about "
+              f"${bill.cost():.2f} at DeepSeek list prices, as the compression policy will handle these turns "
+              f"(at most ${bill.upper_bound():.2f}, {high.requests:,} requests: a worker for every turn, no cache hits; "
+              f"a retried request is billed again)", file=sys.stderr, flush=True)
         stop = confirm(args, bill.cost(), bill.upper_bound(), say)
         if stop is not None:
             return stop
@@ -134,7 +150,7 @@ def run_eval(args: argparse.Namespace) -> int:
                             "estimate": bill.to_json()}
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="turn-memory-eval-"))
     suite = SuiteRun(provider, workdir, args.set or [], args.timeout, keep_logs=bool(args.workdir), say=say,
-                     verbose=verbose)
+                     verbose=verbose, order=ENGINE_ORDERS[args.engine_order], config=config)
     status = 0
     try:
         runtime = ensure_runtime(host=args.host)
@@ -157,12 +173,30 @@ def run_eval(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     results = [r for r in suite.results if len(r.engines) == len(ENGINES)]  # a scenario cut short compares nothing
     meta.setdefault("host", args.host)
+    meta["engine_order"] = list(suite.order)
+    meta["retried"] = dict(sorted(provider.retried.items()))
     out = result_json(results, meta)
     try:
         print(json.dumps(out, indent=2) if args.json else render(out), flush=True)
     except BrokenPipeError:  # `eval … | head`: the reader left, which is fine
         sys.stderr.close()
     return status
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"must be a whole number, 0 or more, got {text!r}")
+    return int(text)
 
 
 def add_eval_commands(sub: argparse._SubParsersAction) -> None:
@@ -191,7 +225,20 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--yes", action="store_true", help="run against a paid provider without asking")
     p.add_argument("--workdir", metavar="DIR", help="keep the DSH homes, sessions and logs here (default: a temporary "
                                                     "folder, removed afterwards)")
-    p.add_argument("--timeout", type=float, default=1800, metavar="SECONDS", help="limit of one DSH replay (default 1800)")
+    p.add_argument("--timeout", type=_positive, default=1800, metavar="SECONDS",
+                   help="limit of one DSH replay (default 1800); DSH waits as long for any one model request")
+    p.add_argument("--request-timeout", type=_positive, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"give up on a provider request after this long without a byte from it (default "
+                        f"{DEFAULT_TIMEOUT_S:g}; a streamed answer may take longer while it keeps coming)")
+    p.add_argument("--retries", type=_count, default=DEFAULT_RETRIES, metavar="N",
+                   help=f"send a request that timed out, could not connect or got 408, 409, 429 or 5xx again, up to "
+                        f"N times (default {DEFAULT_RETRIES}); a provider bills a retried request again if it had begun "
+                        "it, and the reported usage counts only the attempt that answered")
+    p.add_argument("--engine-order", choices=tuple(ENGINE_ORDERS), default=DEFAULT_ORDER, metavar="ORDER",
+                   help=f"which engine's replay runs first: {' or '.join(ENGINE_ORDERS)} (default {DEFAULT_ORDER}: "
+                        "a model that remembers, relayed or played by a person, then writes turn-memory's per-turn "
+                        "memory before stock's summary request shows it the whole session); either way a scenario's "
+                        "probes are asked after both replays, and judged after all its answers")
     p.add_argument("--json", action="store_true", help="print the whole result as one JSON object")
     level = p.add_mutually_exclusive_group()
     level.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

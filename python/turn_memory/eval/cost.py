@@ -1,26 +1,29 @@
 """What a run will cost before it starts (an estimate), and what it cost after (measured). Pure.
 
-The estimate is arithmetic over each scenario's size (`raw_tokens`, turns, probes, long
-thoughts), with the assumptions below; every request is priced at DeepSeek's list prices
-(`devtools.price_model`), once with the provider's prefix cache as this model expects it to
-hit, and once as an upper bound with every prompt token a miss. What the run really cost is
-the provider's reported usage, priced the same way.
+The estimate is arithmetic over each scenario's size (`raw_tokens`, turns and their steps,
+probes, long thoughts) and the run's turn-memory config, priced at DeepSeek's list prices
+(`devtools.price_model`). Two plans:
 
-Assumptions (per scenario, turn sizes taken as equal):
-* turn workers: a turn of at least `MIN_TURN_TOKENS` gets one worker making
-  `WORKER_REQUESTS` requests; its prompt is the session so far (compressed to `KEPT` of
-  its raw size) plus the turn plus `WORKER_OVERHEAD`; the session so far was already sent
-  with the previous turn's worker (a cache hit), the rest misses; a later request of the
-  same worker re-sends the first (hits) plus the worker's own edits; it writes `KEPT` of
-  the turn;
-* `/compact` with turn-memory: a segment worker per `SEGMENT_TOKENS` of the compressed
-  surface, `WORKER_REQUESTS` requests each; with stock: one summary request over the raw
-  history (nothing of it cached: the agent's own requests never reach the provider), a
-  session without `/compact` gets one summary per `window x 0.8` of raw history;
-* thought hints: one request per reasoning block of `HINT_MIN_CHARS` or more;
-* probes: every probe's requests start with the same snapshot (cached after the first);
-  turn-memory's answers make `PROBE_LOOKUPS` history reads of one turn each;
-* the judge: one short request per probe and engine.
+* **expected**: what the compression policy will do with turns of these sizes. The policy
+  itself (`turns.eligibility.choose`) is run over the scenario's turns, sized evenly: it
+  holds turns until a worker pays for itself (or the surface nears the compaction threshold),
+  then `turns.batchTurns`/`batchTokens` split the held turns into jobs. A worker makes
+  `WORKER_REQUESTS` request (its prompt asks for the edits and the finish in one reply); a
+  `/compact`, or the window's pressure, gets a segment worker per `compaction.segmentTokens`
+  of the surface the policy left. A turn-memory answer makes `PROBE_LOOKUPS` history read.
+  Priced with the provider's prefix cache as it is expected to hit.
+* **at most**: every turn its own worker of `HIGH_WORKER_REQUESTS` requests, a `/compact`
+  over a quarter of the raw history, `HIGH_PROBE_LOOKUPS` history reads per answer, and no
+  cache hit. Not a hard bound: a worker that is refused and retried, a longer answer, or a
+  provider retry (billed again) costs more.
+
+Shared assumptions (per scenario): a worker's prompt is its system prompt and tools
+(`WORKER_OVERHEAD`), the session before its turns (a cache hit: the previous worker sent it)
+and its turns; it keeps `KEPT` of them. Stock summarizes once at `/compact` over the raw
+history (nothing cached: the agent's own requests never reach the provider), or, without
+`/compact`, once per `compaction.thresholdRatio` of the window. A thought hint per reasoning
+block of `thoughtHints.minimumChars` or more. Every probe starts from the same snapshot
+(cached after the first); the judge makes one short request per probe and engine.
 """
 
 from __future__ import annotations
@@ -29,24 +32,28 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from turn_memory.config import EngineConfig
 from turn_memory.devtools.price_model import DEEPSEEK, Prices
 from turn_memory.eval import routing
 from turn_memory.eval.provider import Usage
 from turn_memory.eval.scenario import Scenario
+from turn_memory.turns import eligibility
 
-MIN_TURN_TOKENS = 600
-WORKER_REQUESTS = 2
+WORKER_REQUESTS = 1
+HIGH_WORKER_REQUESTS = 2
 WORKER_OVERHEAD = 4_000
 KEPT = 0.25
-SEGMENT_TOKENS = 32_000
+#: what a segment worker writes, of its segment
+SEGMENT_KEPT = 1 / 3
 SUMMARY_OUTPUT = 2_000
-HINT_MIN_CHARS = 2_000
 HINT_OVERHEAD = 1_200
 HINT_OUTPUT = 400
 #: the snapshot's system prompt and tool list
 SNAPSHOT_OVERHEAD = 8_000
-PROBE_LOOKUPS = 2
+PROBE_LOOKUPS = 1
+HIGH_PROBE_LOOKUPS = 2
 PROBE_OUTPUT = 400
+LOOKUP_OUTPUT = 60
 JUDGE_PROMPT = 1_200
 JUDGE_OUTPUT = 120
 
@@ -90,55 +97,143 @@ class Bill:
                 "by_purpose": dict(sorted(self.by_purpose.items()))}
 
 
-def planned_requests(scenario: Scenario) -> list[Planned]:
+@dataclass
+class Estimate:
+    expected: Bill
+    #: the high plan, priced with no cache hits (`upper_bound`)
+    high: Bill
+
+    def cost(self) -> float:
+        return self.expected.cost()
+
+    def upper_bound(self) -> float:
+        return self.high.upper_bound()
+
+    def to_json(self) -> dict:
+        return {**self.expected.to_json(), "at_most": {
+            "requests": self.high.requests, "prompt_tokens": self.high.prompt_tokens,
+            "output_tokens": self.high.output_tokens, "cost_usd": round(self.upper_bound(), 4),
+            "by_purpose": dict(sorted(self.high.by_purpose.items()))}}
+
+
+@dataclass
+class PolicyPlan:
+    """What the compression policy does with a scenario's turns (sized evenly)."""
+
+    #: the turns of each turn-worker job, in dispatch order
+    jobs: list[list[int]]
+    #: the turns still held (raw) after the last turn
+    held: list[int]
+    #: the segments (tokens each) of the session compactions the window's pressure starts
+    pressure_segments: list[int]
+    #: the surface after the last turn, before any `/compact`
+    surface: int
+
+
+def turn_tokens(scenario: Scenario) -> int:
+    return max(scenario.raw_tokens, 1) // len(scenario.turns)
+
+
+def _segments(tokens: int, segment_tokens: int) -> list[int]:
+    full, rest = divmod(tokens, segment_tokens)
+    return [segment_tokens] * full + ([rest] if rest else [])
+
+
+def policy_plan(scenario: Scenario, config: EngineConfig) -> PolicyPlan:
+    size = turn_tokens(scenario)
+    threshold = int(scenario.window * config.compaction.thresholdRatio)
+    jobs: list[list[int]] = []
+    held: list[int] = []
+    pressure: list[int] = []
+    surface = requests = 0
+    keep: float | None = None
+    for n, turn in enumerate(scenario.turns, start=1):
+        requests += len(turn.steps)
+        surface += size
+        held.append(n)
+        if config.turns.enabled:
+            choice = eligibility.choose([eligibility.TurnFacts(t, size) for t in held],
+                                        eligibility.SessionFacts(requests, surface, threshold, keep), config.turns)
+            if choice.dispatch:
+                for count in eligibility.batches([size] * len(held), config.turns):
+                    jobs.append(held[:count])
+                    held = held[count:]
+                surface -= int((1 - KEPT) * size * len(choice.dispatch))
+                keep = KEPT
+        if config.compaction.auto and surface >= threshold:
+            retained = int(config.compaction.retainRatio * scenario.window)
+            folded = _segments(max(0, surface - retained), config.compaction.segmentTokens)
+            pressure += folded
+            surface = retained + sum(int(SEGMENT_KEPT * s) for s in folded)
+            held = []
+    return PolicyPlan(jobs, held, pressure, surface)
+
+
+def _worker(out: list[Planned], purpose: str, history: int, tokens: int, kept: int, requests: int) -> None:
+    """A worker's requests: the first sends the history (hit) and the tokens; a later one
+    re-sends the first (hit) plus the worker's own edits."""
+    first = WORKER_OVERHEAD + history + tokens
+    out.append(Planned(purpose, first, history, kept + 100))
+    for _ in range(requests - 1):
+        out.append(Planned(purpose, first + kept, first, 50))
+
+
+def planned_requests(scenario: Scenario, config: EngineConfig | None = None, *, high: bool = False) -> list[Planned]:
+    config = config or EngineConfig()
     raw = max(scenario.raw_tokens, 1)
-    turns = len(scenario.turns)
-    per_turn = raw / turns
+    size = turn_tokens(scenario)
     out: list[Planned] = []
-    # turn-memory: per-turn workers, then /compact's segment workers
-    if per_turn >= MIN_TURN_TOKENS:
-        for n in range(turns):
-            before = int(KEPT * per_turn * n)
-            first = WORKER_OVERHEAD + before + int(per_turn)
-            out.append(Planned(routing.TURN_WORKER, first, before, int(KEPT * per_turn) + 100))
-            for _ in range(WORKER_REQUESTS - 1):
-                out.append(Planned(routing.TURN_WORKER, first + int(KEPT * per_turn), first, 50))
-    surface = int(KEPT * raw)
-    for _ in range(max(1, math.ceil(surface / SEGMENT_TOKENS)) if scenario.compact else 0):
-        prompt = WORKER_OVERHEAD + surface
-        out.append(Planned(routing.SESSION_WORKER, prompt, 0, surface // 3))
-        out.append(Planned(routing.SESSION_WORKER, prompt + surface // 3, prompt, 50))
-    for block in scenario.reasoning_blocks():
-        if len(block) >= HINT_MIN_CHARS:
-            out.append(Planned(routing.HINT, HINT_OVERHEAD + len(block) // 4, HINT_OVERHEAD, HINT_OUTPUT))
+    # turn-memory: turn workers, session workers (pressure, /compact), thought hints
+    if high:
+        worker_requests, lookups = HIGH_WORKER_REQUESTS, HIGH_PROBE_LOOKUPS
+        jobs, pressure, surface = [[n] for n in range(1, len(scenario.turns) + 1)], [], int(KEPT * raw)
+    else:
+        worker_requests, lookups = WORKER_REQUESTS, PROBE_LOOKUPS
+        plan = policy_plan(scenario, config)
+        jobs, pressure, surface = plan.jobs, plan.pressure_segments, plan.surface
+    for job in jobs:
+        history = int(KEPT * size * (job[0] - 1))
+        _worker(out, routing.TURN_WORKER, history, size * len(job), int(KEPT * size * len(job)), worker_requests)
+    segments = pressure + (_segments(surface, config.compaction.segmentTokens) if scenario.compact else [])
+    for segment in segments:
+        _worker(out, routing.SESSION_WORKER, 0, segment, int(SEGMENT_KEPT * segment), worker_requests)
+    if scenario.compact:
+        surface = sum(int(SEGMENT_KEPT * s) for s in _segments(surface, config.compaction.segmentTokens))
+    if config.thoughtHints.enabled and config.turns.enabled:
+        for block in scenario.reasoning_blocks():
+            if len(block) >= config.thoughtHints.minimumChars:
+                out.append(Planned(routing.HINT, HINT_OVERHEAD + len(block) // 4, HINT_OVERHEAD, HINT_OUTPUT))
     # stock: its summaries
-    summaries = 1 if scenario.compact else max(1, math.ceil(raw / (0.8 * scenario.window)))
-    for _ in range(summaries):
-        out.append(Planned(routing.SUMMARY, min(raw, int(0.8 * scenario.window)) + SNAPSHOT_OVERHEAD, 0, SUMMARY_OUTPUT))
+    threshold = int(scenario.window * config.compaction.thresholdRatio)
+    summaries = 1 if scenario.compact else max(1, math.ceil(raw / threshold))
+    out += [Planned(routing.SUMMARY, min(raw, threshold) + SNAPSHOT_OVERHEAD, 0, SUMMARY_OUTPUT)] * summaries
     # the probes and the judge, both engines
-    stock_snapshot = SNAPSHOT_OVERHEAD + SUMMARY_OUTPUT + int(0.16 * min(raw, scenario.window))
-    memory_snapshot = SNAPSHOT_OVERHEAD + min(surface, SEGMENT_TOKENS // 4 if scenario.compact else surface)
+    stock_snapshot = SNAPSHOT_OVERHEAD + SUMMARY_OUTPUT + (
+        0 if scenario.compact else int(config.compaction.retainRatio * scenario.window))
+    memory_snapshot = SNAPSHOT_OVERHEAD + surface
     for i, _ in enumerate(scenario.probes):
-        out.append(Planned(routing.PROBE, stock_snapshot, 0 if i == 0 else stock_snapshot, PROBE_OUTPUT))
+        out.append(Planned(routing.PROBE, stock_snapshot, stock_snapshot if i else 0, PROBE_OUTPUT))
         prompt, hit = memory_snapshot, memory_snapshot if i else 0
-        for lookup in range(PROBE_LOOKUPS + 1):
-            out.append(Planned(routing.PROBE, prompt, hit, PROBE_OUTPUT if lookup == PROBE_LOOKUPS else 60))
-            hit, prompt = prompt, prompt + int(per_turn)  # the next request re-sends this one, plus a read turn
+        for lookup in range(lookups + 1):
+            out.append(Planned(routing.PROBE, prompt, hit, PROBE_OUTPUT if lookup == lookups else LOOKUP_OUTPUT))
+            hit, prompt = prompt, prompt + size  # the next request re-sends this one, plus a read turn
         out += [Planned(routing.JUDGE, JUDGE_PROMPT, 0, JUDGE_OUTPUT)] * 2
     return out
 
 
-def estimate(scenarios: Iterable[Scenario]) -> Bill:
+def _bill(planned: Iterable[Planned]) -> Bill:
     bill = Bill()
-    for scenario in scenarios:
-        for p in planned_requests(scenario):
-            bill.add(p.purpose, p.prompt, p.hit, p.output)
+    for p in planned:
+        bill.add(p.purpose, p.prompt, p.hit, p.output)
     return bill
+
+
+def estimate(scenarios: Iterable[Scenario], config: EngineConfig | None = None) -> Estimate:
+    scenarios = list(scenarios)
+    return Estimate(_bill(p for s in scenarios for p in planned_requests(s, config)),
+                    _bill(p for s in scenarios for p in planned_requests(s, config, high=True)))
 
 
 def measured(usages: Iterable[tuple[str, Usage]]) -> Bill:
     """The provider's reported usage, as a bill."""
-    bill = Bill()
-    for purpose, u in usages:
-        bill.add(purpose, u.prompt_tokens, u.cached_tokens, u.completion_tokens)
-    return bill
+    return _bill(Planned(purpose, u.prompt_tokens, u.cached_tokens, u.completion_tokens) for purpose, u in usages)

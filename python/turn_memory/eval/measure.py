@@ -36,6 +36,8 @@ class Snapshot:
     tools: list[dict[str, Any]]
     raw_tokens: int
     surface_tokens: int
+    #: the turns with a node on the final surface (raw or compressed; a checkpoint folded the rest)
+    surface_turns: frozenset[int] = frozenset()
 
     @property
     def compression(self) -> float:
@@ -73,7 +75,8 @@ def snapshot(run: EngineRun) -> Snapshot | None:
     raw = [n.seq for t in before.values() for n in t.nodes]
     origins = log.index.origins
     surface = [s for s in log.nodes if origins.get(s) != ("turn", capture.turn) and _conversation(log.message_of(s))]
-    return Snapshot(before, captured.messages, captured.tools, log.tokens(raw), log.tokens(surface))
+    turns_seen = frozenset(o[1] for s in surface if (o := origins.get(s)) and o[0] == "turn" and isinstance(o[1], int))
+    return Snapshot(before, captured.messages, captured.tools, log.tokens(raw), log.tokens(surface), turns_seen)
 
 
 def measure(scenario: Scenario, run: EngineRun) -> EngineResult:
@@ -97,5 +100,6 @@ def measure(scenario: Scenario, run: EngineRun) -> EngineResult:
         refused: Counter[str] = Counter()
         for purpose in (routing.TURN_WORKER, routing.SESSION_WORKER):
             refused += routing.count_refusals(run.proxy.worker_messages(purpose))
-        stats = protocol_stats(run.engine_log, run.session_id, len(scenario.turns), refused)
+        folded = [n for n in range(1, len(scenario.turns) + 1) if snap is not None and n not in snap.surface_turns]
+        stats = protocol_stats(run.engine_log, run.session_id, len(scenario.turns), refused, folded)
     return EngineResult(run.engine, run.seconds, problems, snap, facts, usage, run.compact, stats, notes=run.notes)

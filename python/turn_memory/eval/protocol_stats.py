@@ -3,9 +3,12 @@
 The engine logs one line per job outcome, naming session and turn (see turns/job.py):
 `landed (a -> b nodes, w worker(s), r model request(s))`, `…; no-op marker, no worker`,
 `gave up: …; the turn stays raw`, `landing refused, the turn stays raw: …`, and the job's
-`job …: w worker(s) …, r model request(s), …` report. From those: how many turns a worker
+`job …: w worker(s) …, r model request(s), …` report; and one line per decision of the
+compression policy (turns/service.py), naming every turn it decides on:
+`turns 1, 2: held; <why>` or `…: compressing; <why>`. From those: how many turns a worker
 was attempted on and how many landed, model requests per attempted turn, and every turn
-left raw with the reason. Refusals (by rule) come from the worker requests themselves
+left raw with the reason (a turn the policy still held at the end: held, with the policy's
+last reason). Refusals (by rule) come from the worker requests themselves
 (`routing.count_refusals`) plus the host rules a refused landing names.
 """
 
@@ -23,6 +26,9 @@ _LANDED = re.compile(r"^landed \((\d+) -> (\d+) nodes, (\d+) worker\(s\), (\d+) 
 _JOB = re.compile(r"^job (.*?): (\d+) worker\(s\).*?, (\d+) model request\(s\)")
 _NOOP = re.compile(r"^(.*); no-op marker, no worker")
 _RAW = re.compile(r"(gave up: .*?); the turn stays raw|landing refused, the turn stays raw: (.*)$")
+_POLICY = re.compile(r"session (\S+) turns? (\d+(?:, \d+)*): (held|compressing); (.*)$")
+#: the decision's own restatement of its turns, before its reason
+_POLICY_TURNS = re.compile(r"^turns? \d+(?:, \d+)* \(\d+ tokens\)(?: held)?: ")
 _COMPACTION = re.compile(r"session (\S+) compaction job \d+: job (.*?): (\d+) worker\(s\), (\d+) model request\(s\)")
 
 
@@ -35,6 +41,12 @@ class TurnOutcome:
     nodes: tuple[int, int] | None = None
     #: why it stayed raw (the last reason the log gave)
     raw_reason: str = ""
+    #: the policy's last decision on it: ("held" | "compressing", its reason)
+    policy: tuple[str, str] | None = None
+
+    @property
+    def held(self) -> bool:
+        return not self.landed and not self.workers and self.policy is not None and self.policy[0] == "held"
 
 
 @dataclass
@@ -47,6 +59,10 @@ class ProtocolStats:
     refusals: Counter[str] = field(default_factory=Counter)
     #: session compaction: (outcome, workers, requests) per job
     compactions: list[tuple[str, int, int]] = field(default_factory=list)
+    #: of `raw`, the turns the policy held (no worker yet, by design)
+    held: list[int] = field(default_factory=list)
+    #: turns with nothing left on the final surface: a session checkpoint folded them
+    folded: list[int] = field(default_factory=list)
 
     @property
     def requests_per_turn(self) -> float:
@@ -55,7 +71,7 @@ class ProtocolStats:
     def to_json(self) -> dict:
         return {"turns": self.turns, "attempted": self.attempted, "landed": self.landed, "worker_requests": self.requests,
                 "requests_per_attempted_turn": round(self.requests_per_turn, 2),
-                "raw": [{"turn": t, "why": why} for t, why in self.raw],
+                "raw": [{"turn": t, "why": why} for t, why in self.raw], "held": self.held, "folded": self.folded,
                 "refusals": dict(sorted(self.refusals.items())),
                 "session_compactions": [{"outcome": o, "workers": w, "requests": r} for o, w, r in self.compactions]}
 
@@ -64,6 +80,13 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
     """Per scenario turn (1..turns) what the engine log says happened to it."""
     out = {n: TurnOutcome(n) for n in range(1, turns + 1)}
     for line in log_text.splitlines():
+        decided = _POLICY.search(line)
+        if decided and decided.group(1) == session_id:
+            why = _POLICY_TURNS.sub("", decided.group(4))
+            for n in map(int, decided.group(2).split(", ")):
+                if n in out:
+                    out[n].policy = (decided.group(3), why)
+            continue
         found = _TURN_LINE.search(line)
         if not found or found.group(1) != session_id or int(found.group(2)) not in out:
             continue
@@ -80,12 +103,16 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
         elif m := _RAW.search(what):
             turn.raw_reason = m.group(1) or f"landing refused: {m.group(2)}"
     for turn in out.values():
+        if turn.held and turn.policy and not turn.raw_reason:
+            turn.raw_reason = f"held by the policy: {turn.policy[1]}"
         if not turn.landed and not turn.raw_reason:
             turn.raw_reason = "no outcome logged"
     return out
 
 
-def protocol_stats(log_text: str, session_id: str, turns: int, refusals: Counter[str] | None = None) -> ProtocolStats:
+def protocol_stats(log_text: str, session_id: str, turns: int, refusals: Counter[str] | None = None,
+                   folded: Iterable[int] = ()) -> ProtocolStats:
+    """`folded`: the turns a session checkpoint took off the surface (the log names no turns)."""
     outcomes = turn_outcomes(log_text, session_id, turns).values()
     rules: Counter[str] = Counter(refusals or {})
     for line in log_text.splitlines():
@@ -97,12 +124,25 @@ def protocol_stats(log_text: str, session_id: str, turns: int, refusals: Counter
     return ProtocolStats(turns=turns, attempted=len(attempted), landed=sum(t.landed for t in outcomes),
                          requests=sum(t.requests for t in outcomes),
                          raw=[(t.turn, t.raw_reason) for t in outcomes if not t.landed], refusals=rules,
-                         compactions=compactions)
+                         compactions=compactions, held=[t.turn for t in outcomes if t.held], folded=sorted(folded))
+
+
+def turn_ranges(turns: Iterable[int]) -> str:
+    """'turns 1-14, 16' / 'turn 3'"""
+    ordered = sorted(set(turns))
+    spans: list[list[int]] = []
+    for n in ordered:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    text = ", ".join(f"{a}-{b}" if b > a + 1 else f"{a}, {b}" if b > a else str(a) for a, b in spans)
+    return f"turn{'s' if len(ordered) > 1 else ''} {text}"
 
 
 def summarize_raw(raw: Iterable[tuple[int, str]]) -> str:
-    """'turns 2, 5 (no-op: below turns.minTurnTokens (600)); turn 9 (gave up: …)'"""
+    """'turns 2, 5 (no-op: below turns.minTurnTokens (600)); turns 6-9 (gave up: …)'"""
     groups: dict[str, list[int]] = {}
     for turn, why in raw:
         groups.setdefault(why, []).append(turn)
-    return "; ".join(f"turn{'s' if len(ts) > 1 else ''} {', '.join(map(str, ts))} ({why})" for why, ts in groups.items())
+    return "; ".join(f"{turn_ranges(ts)} ({why})" for why, ts in groups.items())

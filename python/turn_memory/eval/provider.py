@@ -5,16 +5,30 @@ server thread. Messages go out in the OpenAI chat shape the proxy already has th
 image is replaced by a short text note unless the provider takes images (DeepSeek's chat
 API does not). Usage is what the provider reports, cache hits included where it says
 (DeepSeek: `prompt_cache_hit_tokens`; OpenAI: `prompt_tokens_details.cached_tokens`).
+
+A request that times out (no bytes for `timeout_s`), cannot connect, or is answered 408, 409,
+429 or 5xx is sent again, up to `retries` times, after 0.5, 1, 2 … 8 s (or the provider's
+Retry-After, up to a minute). A provider bills a retried request again if it had begun it,
+and the usage reported is the answering attempt's only: `retried` counts them, by purpose.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from turn_memory.devtools.price_model import DEEPSEEK, Prices
 
 IMAGE_NOTE = "[image omitted: the evaluation sends this provider text only]"
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_RETRIES = 2
+#: HTTP answers worth sending the same request again for (as the OpenAI client's own retries)
+RETRY_STATUSES = frozenset({408, 409, 429})
+MAX_BACKOFF_S = 8.0
+MAX_RETRY_AFTER_S = 60.0
 
 
 class ProviderError(RuntimeError):
@@ -80,6 +94,8 @@ class Provider(Protocol):
     #: shown in the report ("scripted", or the model id)
     label: str
     scripted: bool
+    #: purpose -> requests sent again after a failed attempt
+    retried: Counter[str]
 
     def complete(self, request: ChatRequest) -> Completion: ...
 
@@ -104,6 +120,30 @@ def _extra(obj: Any, name: str) -> Any:
     return value
 
 
+def _transport_error(exc: BaseException) -> bool:
+    """A connection that broke mid-stream (older OpenAI clients let httpx's errors through)."""
+    return type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "h11")
+
+
+def _worth_again(exc: Exception) -> bool:
+    """Sent again: a timeout, a broken connection, 408, 409, 429 or 5xx (an error the provider
+    reports inside its stream is not: it said what is wrong)."""
+    import openai
+
+    status = getattr(exc, "status_code", None)
+    return isinstance(exc, openai.APIConnectionError) or _transport_error(exc) or (
+        isinstance(status, int) and (status in RETRY_STATUSES or status >= 500))
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    try:
+        value = float(response.headers.get("retry-after")) if response is not None else None
+    except (TypeError, ValueError):
+        return None
+    return value if value is not None and 0 <= value <= MAX_RETRY_AFTER_S else None
+
+
 @dataclass
 class OpenAIProvider:
     """An OpenAI-compatible endpoint through the `openai` client."""
@@ -113,9 +153,14 @@ class OpenAIProvider:
     model: str
     judge_model: str
     images: bool = False
-    timeout_s: float = 600.0
+    #: how long a request waits for the provider's next bytes (the first token included)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    #: how many times a failed request is sent again
+    retries: int = DEFAULT_RETRIES
     scripted: bool = False
+    retried: Counter[str] = field(default_factory=Counter)
     _client: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def label(self) -> str:
@@ -125,7 +170,8 @@ class OpenAIProvider:
         if self._client is None:
             from openai import OpenAI  # a second of imports that the scripted run never pays
 
-            self._client = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=2)
+            # the retries are ours (`complete`), so that each is counted
+            self._client = OpenAI(base_url=self.base_url, api_key=self.api_key, timeout=self.timeout_s, max_retries=0)
         return self._client
 
     def complete(self, request: ChatRequest) -> Completion:
@@ -141,10 +187,27 @@ class OpenAIProvider:
             kwargs["tools"] = request.tools
         if request.max_tokens:
             kwargs["max_tokens"] = request.max_tokens
-        try:
-            return assemble(self._openai().chat.completions.create(**kwargs))
-        except openai.OpenAIError as exc:
-            raise ProviderError(f"{self.base_url} {kwargs['model']}: {exc}") from None
+        where = f"{self.base_url} {kwargs['model']}"
+        attempt = 0
+        while True:
+            try:
+                return assemble(self._openai().chat.completions.create(**kwargs))
+            except Exception as exc:
+                if not isinstance(exc, openai.OpenAIError) and not _transport_error(exc):
+                    raise  # a bug here, not the provider's failure
+                if not _worth_again(exc) or attempt == self.retries:
+                    raise ProviderError(f"{where}: {self._failure(exc)}"
+                                        + (f" (after {attempt + 1} attempts)" if attempt else "")) from None
+                wait = _retry_after(exc)
+            with self._lock:
+                self.retried[request.purpose] += 1
+            time.sleep(wait if wait is not None else min(MAX_BACKOFF_S, 0.5 * 2 ** attempt))
+            attempt += 1
+
+    def _failure(self, exc: Exception) -> str:
+        if "timeout" in type(exc).__name__.lower():
+            return f"no answer within {self.timeout_s:g}s"
+        return str(exc)
 
 
 def assemble(chunks: Any) -> Completion:

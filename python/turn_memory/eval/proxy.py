@@ -25,6 +25,9 @@ from turn_memory.prompts import render_prompt
 #: the user message of the turn whose first request is the memory snapshot
 CAPTURE_TEXT = "Before we go on, I have a few questions about this session."
 CAPTURE_REPLY = "Sure, ask away."
+#: while the provider works on a request, the proxy sends DSH a keep-alive this often (Node's
+#: fetch gives up on a response that sends nothing for 300 s)
+HEARTBEAT_S = 15.0
 
 
 @dataclass
@@ -52,7 +55,7 @@ class EvalProxy:
         self._hint_system = render_prompt("thought-hints", {})
         self._lock = threading.Lock()
         self._local = ScriptedProvider()
-        self.fake = FakeModel(upstream=self._route, log_path=self.log_path)
+        self.fake = FakeModel(upstream=self._route, log_path=self.log_path, heartbeat_s=HEARTBEAT_S)
 
     def start(self) -> "EvalProxy":
         self.fake.start()

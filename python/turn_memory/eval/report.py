@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from turn_memory.eval.cost import Bill, measured
 from turn_memory.eval.facts import FactCheck, recall
 from turn_memory.eval.measure import EngineResult
-from turn_memory.eval.protocol_stats import summarize_raw
+from turn_memory.eval.protocol_stats import summarize_raw, turn_ranges
 from turn_memory.eval.scenario import DIMENSION_LABELS, DIMENSIONS, Scenario
 from turn_memory.eval.session_run import ENGINES, TURN_MEMORY
 
@@ -159,9 +159,10 @@ def _table(rows: list[tuple[str, list[str]]]) -> list[str]:
 def _protocol_line(p: dict[str, Any]) -> str:
     refusals = ", ".join(f"{k} {v}" for k, v in p["refusals"].items()) or "none"
     raw = summarize_raw((r["turn"], r["why"]) for r in p["raw"]) or "none"
+    folded = f"; folded into a session checkpoint: {turn_ranges(p['folded'])}" if p.get("folded") else ""
     return (f"  worker protocol: {p['landed']} of {p['attempted']} attempted turns landed "
             f"({p['turns']} turns), {p['requests_per_attempted_turn']:.1f} requests per attempted turn; "
-            f"refusals: {refusals}; left raw: {raw}")
+            f"refusals: {refusals}; left raw: {raw}{folded}")
 
 
 def render(result: dict[str, Any]) -> str:
@@ -193,8 +194,16 @@ def render(result: dict[str, Any]) -> str:
     lines.append(f"  total: {u['requests']} provider requests, {u['prompt_tokens']:,} prompt tokens "
                  f"({u['cached_tokens']:,} cached), {u['output_tokens']:,} output, ${u['cost_usd']:.4f} at DeepSeek list prices"
                  + (" (scripted: heuristic tokens, nothing was spent)" if result.get("scripted") else ""))
+    retried = result.get("retried") or {}
+    if retried:
+        lines.append(f"  retried: {sum(retried.values())} request(s) ("
+                     + ", ".join(f"{k} {v}" for k, v in retried.items())
+                     + "): a provider bills a retried request again if it had begun it; not in the cost above")
     if result.get("estimate"):
-        lines.append(f"  estimated before the run: ${result['estimate']['cost_usd']:.4f}")
+        e = result["estimate"]
+        high = e.get("at_most")
+        lines.append(f"  estimated before the run: ${e['cost_usd']:.4f} ({e['requests']} requests)"
+                     + (f", at most ${high['cost_usd']:.4f} ({high['requests']})" if high else ""))
     if result.get("interrupted"):
         lines.append(f"  interrupted: {result['interrupted']}")
     return "\n".join(lines)

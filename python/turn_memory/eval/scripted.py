@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -73,6 +74,7 @@ def _after_question(messages: Sequence[dict[str, Any]], question: str) -> list[d
 class ScriptedProvider:
     label: str = "scripted"
     scripted: bool = True
+    retried: Counter[str] = field(default_factory=Counter)  # never: nothing leaves the machine
     _calls: int = field(default=0, repr=False)
 
     def _call_id(self) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from turn_memory.config import NODE_TIMER_MAX_MS, PRE_STEP_PART_MAX_S, EngineConfig
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.runtime import Runtime
 from turn_memory.eval.proxy import CAPTURE_TEXT, EvalProxy
@@ -33,9 +34,38 @@ ENGINES = (STOCK, TURN_MEMORY)
 #: the memory measured is the steady state: each turn's compression lands before the next
 #: turn starts, however slow the provider (a user's default lets a late one land later)
 EVAL_OVERRIDES = {"turns": {"landingBarrier": True}}
+#: turn-memory's waits a slow provider could outlast, in seconds: each is raised to the replay's
+#: limit (unless `--set`), so that a slow worker, hint or `/compact` is waited for, not skipped
+PATIENT_S = ("turns.landingWaitS", "turns.workerTimeoutS", "turns.jobTimeoutS", "thoughtHints.timeoutS",
+             "compaction.rewriteWaitS", "compaction.workerTimeoutS", "compaction.jobTimeoutS")
+#: the same in milliseconds (the shim's `/compact` timer)
+PATIENT_MS = ("engine.manualTimeoutMs",)
+#: of those, the waits the shim adds up on one timer (config.py bounds each)
+PRE_STEP_WAITS = ("turns.landingWaitS", "compaction.rewriteWaitS", "compaction.workerTimeoutS")
 STOP_GRACE_S = 5.0
 #: placeholder model URL of the templates; each run's home points at its own proxy
 _NO_MODEL = "http://127.0.0.1:9"
+
+
+def eval_overrides(timeout_s: float, user_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The turn-memory config the eval adds for a replay limited to `timeout_s` (`user_keys`: the
+    keys the user `--set`, kept as they are)."""
+    out: dict[str, Any] = {section: dict(values) for section, values in EVAL_OVERRIDES.items()}
+    defaults = EngineConfig()
+    for key in (*PATIENT_S, *PATIENT_MS):
+        if key in user_keys:
+            continue
+        section, name = key.split(".")
+        default = getattr(getattr(defaults, section), name)
+        value = max(default, request_limit_ms(timeout_s) if key in PATIENT_MS else timeout_s)
+        out.setdefault(section, {})[name] = min(value, PRE_STEP_PART_MAX_S) if key in PRE_STEP_WAITS else value
+    return out
+
+
+def request_limit_ms(timeout_s: float) -> int:
+    """How long DSH waits for the model's next bytes in a replay: as long as the replay may last.
+    DSH's own limit (300 s) would abort a slower provider's request, and DSH then sends it again."""
+    return max(1, min(int(timeout_s * 1000), NODE_TIMER_MAX_MS))
 
 
 class RunFailed(RuntimeError):
@@ -139,15 +169,19 @@ def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> in
 
 
 def run_scenario(scenario: Scenario, engine: str, template: Path, workdir: Path, proxy: EvalProxy,
-                 runtime: Runtime, *, timeout: float, command_timeout_s: float) -> EngineRun:
+                 runtime: Runtime, *, timeout: float, command_timeout_s: float,
+                 user_keys: frozenset[str] = frozenset()) -> EngineRun:
     root = workdir / f"{scenario.name}-{engine}"
     shutil.copytree(template, root, symlinks=True)
     home = DshHome(root, runtime, proxy.base_url, context_window=scenario.window,
-                   image_input=any(t.image for t in scenario.turns))
+                   image_input=any(t.image for t in scenario.turns), stream_idle_timeout_ms=request_limit_ms(timeout))
     if scenario.workspace is not None:
         shutil.copytree(scenario.workspace, home.workspace, dirs_exist_ok=True)
     engine_log = root / "turn-memory-engine.log"
-    overrides = {**EVAL_OVERRIDES, "engine": {"logFile": str(engine_log)}} if engine == TURN_MEMORY else None
+    overrides = None
+    if engine == TURN_MEMORY:
+        overrides = eval_overrides(timeout, user_keys)
+        overrides.setdefault("engine", {})["logFile"] = str(engine_log)
     argv, report = home.run_argv(driver_tasks(scenario), engine_overrides=overrides,
                                  driver={"commandTimeoutMs": int(command_timeout_s * 1000)})
     started = time.monotonic()

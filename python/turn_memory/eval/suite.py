@@ -1,9 +1,13 @@
-"""The suite run: every scenario on both engines, then its probes asked and judged.
+"""The suite run: every scenario on both engines, then its probes asked, then judged.
 
 It owns the order of the work and nothing else: one DSH template per engine, then per
-scenario and engine a proxy, the replay (`session_run`), the measures (`measure`) and the
-probes (`probes`). A Ctrl-C raises through it; what finished is in `results`, and `current`
-says what was cut short.
+scenario three passes. First each engine's replay (a proxy, `session_run`, `measure`), in
+`order`; then every probe asked against each engine's memory; then every answer judged. So
+whoever plays the model (a relayed or human-played one) writes both engines' memory before it
+sees a question, and answers every question before it sees a reference answer; the default
+order, turn-memory first, has its per-turn workers written before stock's summary request
+shows the whole session. A Ctrl-C raises through it; what finished (judged) is in `results`,
+and `current` says what was cut short.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import mean
 from typing import Callable
 
 from turn_memory.config import EngineConfig
@@ -21,16 +26,11 @@ from turn_memory.eval.provider import Provider
 from turn_memory.eval.proxy import CAPTURE_TEXT, EvalProxy
 from turn_memory.eval.report import ScenarioResult
 from turn_memory.eval.scenario import Scenario
-from turn_memory.eval.session_run import ENGINES, RunFailed, prepare_template, run_scenario
+from turn_memory.eval.session_run import ENGINES, STOCK, TURN_MEMORY, RunFailed, prepare_template, run_scenario
 
-
-def read_chars(settings: list[str]) -> int:
-    """sessionHistory.maxReadChars as the run's turn-memory is configured (the probes' reads)."""
-    for setting in settings:
-        key, _, value = setting.partition("=")
-        if key.strip() == "sessionHistory.maxReadChars" and value.strip().isdigit():
-            return int(value)
-    return EngineConfig().sessionHistory.maxReadChars
+#: --engine-order: which engine's replay runs first
+ENGINE_ORDERS = {"turn-memory,stock": (TURN_MEMORY, STOCK), "stock,turn-memory": (STOCK, TURN_MEMORY)}
+DEFAULT_ORDER = "turn-memory,stock"
 
 
 @dataclass
@@ -44,8 +44,12 @@ class SuiteRun:
     keep_logs: bool
     say: Callable[[str], None]
     verbose: bool = False
+    #: the engines' replays, first to last
+    order: tuple[str, ...] = ENGINE_ORDERS[DEFAULT_ORDER]
+    #: the run's turn-memory config (the probes read history as it does)
+    config: EngineConfig = field(default_factory=EngineConfig)
     results: list[ScenarioResult] = field(default_factory=list)
-    #: "scenario (engine)" while it runs
+    #: "scenario (what)" while it runs
     current: str | None = None
     #: some run did not finish or reported a problem
     failed: bool = False
@@ -54,42 +58,64 @@ class SuiteRun:
         self.workdir.mkdir(parents=True, exist_ok=True)
         templates = {e: prepare_template(self.workdir / f"template-{e}", runtime, e, self.settings) for e in ENGINES}
         for i, scenario in enumerate(scenarios, start=1):
+            where = f"[{i}/{len(scenarios)}] {scenario.name}"
+            measured = self._replays(scenario, where, templates, runtime)
+            self._ask(scenario, measured)
+            self._judge(scenario, measured)
             result = ScenarioResult(scenario)
+            result.engines = {e: measured[e] for e in ENGINES if e in measured}  # the report's order
             self.results.append(result)
-            for engine in ENGINES:
-                self.current = f"{scenario.name} ({engine})"
-                started = time.monotonic()
-                where = f"[{i}/{len(scenarios)}] {scenario.name}: {engine}"
-                try:
-                    measured = self._engine(scenario, engine, templates[engine], runtime)
-                except RunFailed as exc:
-                    self.say(f"{where} failed: {exc}")
-                    self.failed = True
-                    continue
-                result.engines[engine] = measured
-                self.failed = self.failed or bool(measured.problems)
-                scores = [p.score for p in measured.probes if p.score is not None]
-                self.say(f"{where} done in {time.monotonic() - started:.0f}s, " + (
-                    f"mean probe score {sum(scores) / len(scores):.2f}" if scores else "no probe answered"))
+            for engine, m in result.engines.items():
+                scores = [p.score for p in m.probes if p.score is not None]
+                self.say(f"{where}: {engine} " + (f"mean probe score {mean(scores):.2f}" if scores
+                                                  else "no probe answered"))
         self.current = None
 
-    def _engine(self, scenario: Scenario, engine: str, template: Path, runtime: Runtime) -> EngineResult:
+    def _replays(self, scenario: Scenario, where: str, templates: dict[str, Path],
+                 runtime: Runtime) -> dict[str, EngineResult]:
+        """Pass 1: each engine's replay, which writes its memory."""
+        out: dict[str, EngineResult] = {}
+        for engine in self.order:
+            self.current = f"{scenario.name} ({engine} replay)"
+            started = time.monotonic()
+            try:
+                measured = self._replay(scenario, engine, templates[engine], runtime)
+            except RunFailed as exc:
+                self.say(f"{where}: {engine} failed: {exc}")
+                self.failed = True
+                continue
+            self.failed = self.failed or bool(measured.problems)
+            out[engine] = measured
+            self.say(f"{where}: {engine} replayed in {time.monotonic() - started:.0f}s")
+        return out
+
+    def _replay(self, scenario: Scenario, engine: str, template: Path, runtime: Runtime) -> EngineResult:
         log = self.workdir / f"{scenario.name}-{engine}.requests.jsonl" if self.keep_logs else None
         proxy = EvalProxy(scenario, self.provider, log_path=log).start()
         try:
             run = run_scenario(scenario, engine, template, self.workdir, proxy, runtime, timeout=self.timeout,
-                               command_timeout_s=self.timeout)
+                               command_timeout_s=self.timeout,
+                               user_keys=frozenset(s.partition("=")[0].strip() for s in self.settings))
         finally:
             proxy.stop()
-        measured = measure(scenario, run)
-        if measured.snapshot is None:
-            return measured
-        asker = ProbeAsker(self.provider, measured.snapshot.messages, measured.snapshot.tools, CAPTURE_TEXT,
-                           measured.snapshot.turns, read_chars(self.settings))
-        for probe in scenario.probes:
-            answered = asker.ask(probe, scenario.facts_of(probe))
-            judge(self.provider, answered, scenario.facts_of(probe))
-            measured.probes.append(answered)
-            if self.verbose:
-                self.say(f"    {engine} {probe.id} ({probe.dimension}): {answered.score} — {answered.reason}")
-        return measured
+        return measure(scenario, run)
+
+    def _ask(self, scenario: Scenario, measured: dict[str, EngineResult]) -> None:
+        """Pass 2: every probe, against each engine's memory."""
+        for engine, m in measured.items():
+            if m.snapshot is None:
+                continue
+            self.current = f"{scenario.name} ({engine} probes)"
+            asker = ProbeAsker(self.provider, m.snapshot.messages, m.snapshot.tools, CAPTURE_TEXT, m.snapshot.turns,
+                               self.config.sessionHistory.maxReadChars)
+            m.probes.extend(asker.ask(probe, scenario.facts_of(probe)) for probe in scenario.probes)
+
+    def _judge(self, scenario: Scenario, measured: dict[str, EngineResult]) -> None:
+        """Pass 3: every answer judged, once all are in."""
+        self.current = f"{scenario.name} (judging)"
+        for engine, m in measured.items():
+            for answered in m.probes:
+                judge(self.provider, answered, scenario.facts_of(answered.probe))
+                if self.verbose:
+                    self.say(f"    {engine} {answered.probe.id} ({answered.probe.dimension}): {answered.score} — "
+                             f"{answered.reason}")

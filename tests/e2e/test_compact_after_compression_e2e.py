@@ -119,7 +119,10 @@ def test_held_turns_are_pending_for_inspect_and_recovery_and_a_restart_holds_the
             "reasoning": f"Thinking about part {k}: " + "the parser reads the stream, then " * 40,
             "text": f"Part {k}: the parser handles it."})
     policy = {"turns": {"minTurnTokens": 600}, "engine": {"logFile": str(engine_log)}}  # the default (the template: 0)
-    run = home.run([f"Task {k}: explain part {k} of the parser." for k in (1, 2)], engine_overrides=policy)
+    # an instant scripted session can end before a loaded machine has booted the engine: DSH
+    # stays until the engine (catching up on the turns that ended while it started) has held one
+    held = {"waitFile": str(engine_log), "contains": ": held; ", "timeoutMs": 30000}
+    run = home.run([*(f"Task {k}: explain part {k} of the parser." for k in (1, 2)), held], engine_overrides=policy)
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert not [r for r in fake.requests if "replace_turn_nodes" in r.tool_names]  # no worker
     _, events = home.session_log(run.session_id)

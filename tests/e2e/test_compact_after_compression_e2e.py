@@ -134,7 +134,9 @@ def test_held_turns_are_pending_for_inspect_and_recovery_and_a_restart_holds_the
     states = {t["turn"]: t["state"] for t in json.loads(proc.stdout)["turns"]}
     assert states[1] == "pending" and states.get(2) in ("pending", "untouched"), states  # turn 2: DSH may exit first
 
-    again = home.run(["Task 3: explain part 3 of the parser."], resume=run.session_id, engine_overrides=policy)
+    held_again = {"waitFile": str(engine_log), "contains": "3: held; ", "timeoutMs": 30000}  # turn 3's, with 1 and 2
+    again = home.run(["Task 3: explain part 3 of the parser.", held_again], resume=run.session_id,
+                     engine_overrides=policy)
     assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
     log = engine_log.read_text()
     assert re.search(r"turn 1: recovering \(pending or stale marker\)", log), log[-3000:]

@@ -109,11 +109,14 @@ class TurnConfig(_Section):
     landingWaitS: float = Field(30.0, ge=0, description=(
         "with `turns.landingBarrier`: how long a turn's first request waits for the previous turn's "
         "compression, then proceeds raw (it lands at a later pre-step)"))
-    shapeWaitTurns: int = Field(1, ge=0, description=(
+    # 0 by measurement: in bench/session_cost.py's coding session a worker (46 s) outlasts a turn
+    # (27 s), so no block forms; waiting 1 turn start landed all 17 turns flattened anyway, one turn
+    # later (cost 0.89x stock vs 0.83x, peak request 0.46x vs 0.40x on 0.2.1)
+    shapeWaitTurns: int = Field(0, ge=0, description=(
         "0.2 hosts: a ready compression that could land now only as one user message (`User: … Assistant: …`: "
         "later turns follow it on the surface) waits for a landing that keeps its user/assistant shape (the turns "
         "after it ready too: they land together at a turn's first request) until this many turn starts have "
-        "passed, then lands as it can; 1: it lands at the next turn start, 0: at the first pre-step. rc.8 always "
+        "passed, then lands as it can; 0: it lands at the first pre-step, 1: at the next turn start. rc.8 always "
         "keeps the shape"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")

@@ -118,7 +118,8 @@ def test_turns_ready_by_a_turns_start_land_together_each_keeping_its_shape(home,
     """Turn 1's worker is slow: turn 2's first request goes out without it (the barrier's wait
     is short), and it is ready only while turn 2 runs its tool. Turn 2's worker is fast. By
     turn 3's first request both are ready and reach the surface tail: 0.2 lands them there as
-    one block (turn 1 waited for it instead of flattening mid-turn), rc8 in place; either way
+    one block (with `turns.shapeWaitTurns` 1, turn 1 waited for it instead of flattening
+    mid-turn), rc8 in place; either way
     both keep their user/assistant shape and the request carries both compressed."""
     engine_log = tmp_path / "engine.log"
     second = [{"text": "Writing the test.", "tool_calls": [{"name": "bash", "arguments": {
@@ -132,7 +133,8 @@ def test_turns_ready_by_a_turns_start_land_together_each_keeping_its_shape(home,
 
     fake.responder = workers
     run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"], engine_overrides={
-        "turns": {"landingBarrier": True, "landingWaitS": 0.5}, "engine": {"logFile": str(engine_log)}})
+        "turns": {"landingBarrier": True, "landingWaitS": 0.5, "shapeWaitTurns": 1},
+        "engine": {"logFile": str(engine_log)}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert host_problems(run) == []
     _, events = home.session_log(run.session_id)

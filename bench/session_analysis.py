@@ -65,7 +65,7 @@ class IdealWorker:
     output_tokens: int
 
     def cost(self, prices: pm.Prices = pm.DEEPSEEK) -> float:
-        return (self.history_tokens * prices.hit + self.turn_tokens * prices.miss + self.output_tokens * prices.output) / 1e6
+        return prices.usd(self.history_tokens, self.turn_tokens, self.output_tokens)
 
 
 _TASK_START = "<|user|>You are now the memory editor"

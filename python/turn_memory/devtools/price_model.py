@@ -41,6 +41,10 @@ class Prices:
     miss: float = 0.28
     output: float = 0.42
 
+    def usd(self, hit: int, miss: int, output: int) -> float:
+        """What a request of these token counts costs."""
+        return (hit * self.hit + miss * self.miss + output * self.output) / 1e6
+
 
 DEEPSEEK = Prices()
 
@@ -161,7 +165,7 @@ def price(requests: Iterable[Request], prices: Prices = DEEPSEEK, cache: PrefixC
     for i, r in enumerate(requests):
         prompt = tokens(r.text)
         hit = min(prompt, cache.lookup_and_add(r.text))
-        cost = (hit * prices.hit + (prompt - hit) * prices.miss + r.output_tokens * prices.output) / 1e6
+        cost = prices.usd(hit, prompt - hit, r.output_tokens)
         out.append(PricedRequest(i, r.label, prompt, hit, r.output_tokens, cost))
     return out
 

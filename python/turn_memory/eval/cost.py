@@ -84,12 +84,11 @@ class Bill:
         self.by_purpose[purpose] = self.by_purpose.get(purpose, 0) + 1
 
     def cost(self, prices: Prices = DEEPSEEK) -> float:
-        miss = self.prompt_tokens - self.hit_tokens
-        return (self.hit_tokens * prices.hit + miss * prices.miss + self.output_tokens * prices.output) / 1e6
+        return prices.usd(self.hit_tokens, self.prompt_tokens - self.hit_tokens, self.output_tokens)
 
     def upper_bound(self, prices: Prices = DEEPSEEK) -> float:
         """Every prompt token a cache miss."""
-        return (self.prompt_tokens * prices.miss + self.output_tokens * prices.output) / 1e6
+        return prices.usd(0, self.prompt_tokens, self.output_tokens)
 
     def to_json(self, prices: Prices = DEEPSEEK) -> dict:
         return {"requests": self.requests, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.hit_tokens,

@@ -43,8 +43,7 @@ class Usage:
     cached_tokens: int = 0
 
     def cost(self, prices: Prices = DEEPSEEK) -> float:
-        miss = self.prompt_tokens - self.cached_tokens
-        return (self.cached_tokens * prices.hit + miss * prices.miss + self.completion_tokens * prices.output) / 1e6
+        return prices.usd(self.cached_tokens, self.prompt_tokens - self.cached_tokens, self.completion_tokens)
 
 
 @dataclass

@@ -13,6 +13,8 @@ import time
 from typing import Any, Callable
 
 from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams, WorkerRunResult
+from turn_memory.config import EngineConfig
+from turn_memory.engine import Engine
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
@@ -112,6 +114,21 @@ class FakeHost:
         message = {"id": message_id, "role": "user", "content": content, "source": source}
         self.host_append("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": [message]})
         self._forward()
+
+
+class HostEngine(Engine):
+    """The real engine, its port and config bound to one in-memory host."""
+
+    def __init__(self, host: FakeHost, config: EngineConfig) -> None:
+        super().__init__()
+        self.host, self.config = host, config
+        self.mirror = host.mirror
+
+    def _port(self, peer: Any) -> Any:
+        return self.host
+
+    def _config(self, peer: Any) -> EngineConfig:
+        return self.config
 
 
 class WorkerScript:

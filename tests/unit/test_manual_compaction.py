@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from fake_host import FakeHost, text_reply
+from fake_host import FakeHost, HostEngine, text_reply
 from surface_builders import LogBuilder
 from turn_memory.bridge.protocol import AgentOptions, CompactNowParams, ErrorInfo
 from turn_memory.bridge.server import Peer, RemoteError
@@ -17,7 +17,6 @@ from turn_memory.compaction.manual import compact_now
 from turn_memory.compaction.selection import select_manual_range
 from turn_memory.compaction.transaction import framing_tokens
 from turn_memory.config import EngineConfig
-from turn_memory.engine import Engine
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
 from turn_memory.prompts import read_prompt
@@ -318,21 +317,6 @@ def test_the_wire_table_covers_every_failure():
     assert [f for f, _, _ in WIRE] == list(Failure)
 
 
-class _Engine(Engine):
-    """The real engine, its port and config bound to one in-memory host."""
-
-    def __init__(self, host: FakeHost, config: EngineConfig) -> None:
-        super().__init__()
-        self.host, self.config = host, config
-        self.mirror = host.mirror
-
-    def _port(self, peer: Any) -> Any:
-        return self.host
-
-    def _config(self, peer: Any) -> EngineConfig:
-        return self.config
-
-
 def test_the_engine_answers_a_refused_compact_with_the_wire_error():
     """What the shim receives when /compact is refused: DSH's ManualCompactionError code, the
     plain message, and nothing appended."""
@@ -342,7 +326,7 @@ def test_the_engine_answers_a_refused_compact_with_the_wire_error():
     b.add("turn/start", {"turn": 3})
     host = FakeHost(RC8, b.events)
     before = len(host.log)
-    engine = _Engine(host, SUMMARY)
+    engine = HostEngine(host, SUMMARY)
     params = CompactNowParams(sessionId=host.session.id, logLength=len(host.log), agentOptions=AGENT,
                               sourceCommandId="cmd-1")
     with pytest.raises(RemoteError) as refused:

@@ -11,6 +11,7 @@ import math
 import time
 from typing import Any
 
+import fake_host
 from fake_host import FakeHost
 from surface_builders import LogBuilder
 from turn_builders import Shape, add_turn
@@ -41,19 +42,8 @@ def config(policy: dict | None = None) -> EngineConfig:
     turns = {"minTurnTokens": 0, "batchTurns": 1, "concurrentJobs": 1, **(policy or {}).get("turns", {})}
     return EngineConfig.model_validate({**(policy or {}), "turns": turns})
 
-class HostEngine(Engine):
-    """The real engine, its port and config bound to one in-memory host."""
-
-    def __init__(self, host: FakeHost, config: EngineConfig) -> None:
-        super().__init__()
-        self.host, self.config = host, config
-        self.mirror = host.mirror
-
-    def _port(self, peer: Any) -> Any:
-        return self.host
-
-    def _config(self, peer: Any) -> EngineConfig:
-        return self.config
+class HostEngine(fake_host.HostEngine):
+    """The in-memory host's engine, with a pre-step to drive."""
 
     async def pre_step(self, turn: int, step: int) -> None:
         params = PreStepParams(sessionId=self.host.session.id, logLength=len(self.host.log), turn=turn, step=step,

@@ -32,16 +32,6 @@ CHECKPOINT_PLUGIN = "compact"
 CHECKPOINT_KIND = "compact-checkpoint"
 #: the producer name turn-memory's own message sources carry
 OUR_PLUGIN = "turn-memory"
-#: v3 plugins lifted to a kind other than `plugin:<name>` (dsh-session-format-v3-to-v4 RENAMED_PRODUCERS)
-_RENAMED_PRODUCERS = {
-    CHECKPOINT_PLUGIN: CHECKPOINT_KIND,
-    SNAPSHOT_PLUGIN: RUNTIME_CONTEXT_KIND,
-    "tools-code-mode": "ptc-mode",
-    "tools-ptc": "ptc-mode",
-    "dsh-compaction-basic": "compact-basic",
-}
-
-
 def plugin_of(source: Any) -> str | None:
     """The plugin a message source names, in either spelling (`{kind:'plugin', plugin}` or
     `{kind:'plugin:<name>'}`), else None."""
@@ -237,10 +227,6 @@ class Dialect:
     @staticmethod
     def is_runtime_context(source: Any) -> bool:
         return is_runtime_context(source)
-
-    def retired_source(self, source: Any) -> bool:
-        """A source this host refuses to persist (v02: the retired `kind: 'plugin'`)."""
-        return self.producer_owned_sources and isinstance(source, dict) and source.get("kind") == "plugin"
 
     # -- event data --------------------------------------------------------------------
     def assistant_data(self, turn: int, step: int, message: dict[str, Any], **extra: Any) -> dict[str, Any]:

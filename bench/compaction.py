@@ -50,6 +50,7 @@ from turn_memory.compaction import transaction as tx_  # noqa: E402
 from turn_memory.compaction.policy import select_pressure_range  # noqa: E402
 from turn_memory.compaction.segmented import SegmentedJob, render_transcript  # noqa: E402
 from turn_memory.compaction.policy import surface_measure, surface_prices  # noqa: E402
+from turn_memory.compaction.scope import CompactionScope  # noqa: E402
 from turn_memory.compaction.service import CompactionService  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.host.dialects import RC8  # noqa: E402
@@ -184,7 +185,7 @@ def end_to_end(events: list[dict[str, Any]], open_turn: int) -> dict[str, Any]:
     before_tokens = sum(surface_prices(host.session.log).values())
     gc.collect()
     s = time.perf_counter()
-    asyncio.run(service.pre_step(host.session, open_turn, CONFIG, host, meter, AGENT))
+    asyncio.run(service.pre_step(CompactionScope(host.session, host, CONFIG, AGENT, registry), open_turn, meter))
     total = time.perf_counter() - s
 
     log = host.session.log

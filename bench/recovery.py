@@ -121,7 +121,7 @@ async def one_resync(payload: bytes, count: int, baseline: bool, home: Path) -> 
     turns.on_events(session, events, True, lambda: port, config, results)  # type: ignore[arg-type,return-value]
     followups.on_events(session, events, True, lambda: port, config)  # type: ignore[arg-type,return-value]
     recovered = time.perf_counter()
-    queued = sorted(turns.jobs)
+    queued = sorted(turns.sessions[SESSION].jobs) if SESSION in turns.sessions else []
     out: dict[str, Any] = {"fold_s": folded - started, "recovery_s": recovered - folded, "total_s": recovered - started,
                            "recovered_turns": len(queued)}
     if baseline:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from turn_memory import __version__, faults
 from turn_memory.bridge.protocol import (
     PROTOCOL_VERSION,
+    AgentOptions,
     AgentStreamParams,
     CompactIfNeededParams,
     CompactNowParams,
@@ -21,6 +22,7 @@ from turn_memory.bridge.protocol import (
     HelloParams,
     HelloResult,
     OverflowParams,
+    OverflowResult,
     PingParams,
     PreStepParams,
     PreStepResult,
@@ -36,6 +38,7 @@ from turn_memory.bridge.port import BridgeHostPort
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
 from turn_memory.catalog import context_sections, declared, public_tools, worker_tools
 from turn_memory.compaction.failures import CompactionFailed, error_info
+from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.service import CompactionService
 from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.continuation.dispatch import FollowupDispatcher
@@ -45,7 +48,6 @@ from turn_memory.hints.service import HintService
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.dialects import dialect_for_host
 from turn_memory.prompts import PromptError
-from turn_memory.runtime.interfaces import Rewrites
 from turn_memory.runtime.mirror import MirroredSession, SessionMirror
 from turn_memory.runtime.public_tools import PublicCall, PublicTools
 from turn_memory.runtime.workers import WorkerRegistry
@@ -177,17 +179,13 @@ class Engine:
         from turn_memory.compaction.manual import compact_now
 
         session = self._session(params.sessionId)
-        return _answered(compact_now(session, self._port(peer), self._config(peer), params.agentOptions,
-                                     params.sourceCommandId, self.workers, self._rewrites(session, None, peer), self.turns))
+        return _answered(compact_now(self._scope(session, peer, params.agentOptions), params.sourceCommandId))
 
     def _compact_region(self, peer: Peer, params: CompactRegionParams, payload: bytes | None) -> Any:
         from turn_memory.compaction.manual import compact_region  # on first use, as compact.now
 
         session = self._session(params.sessionId)
-        # DSH chose the range: land nothing that would move it, only wait for the rewrite
-        return _answered(compact_region(session, self._port(peer), self._config(peer), params.agentOptions,
-                                        params.start, params.end, self.workers, self._rewrites(session, None, peer),
-                                        self.turns))
+        return _answered(compact_region(self._scope(session, peer, params.agentOptions), params.start, params.end))
 
     def _turn_pre_step(self, peer: Peer, params: PreStepParams, payload: bytes | None) -> Any:
         session = self.mirror.get(params.sessionId)
@@ -205,10 +203,8 @@ class Engine:
         return self._public_tool(peer, params)
 
     def _compact_if_needed(self, peer: Peer, params: CompactIfNeededParams, payload: bytes | None) -> Any:
-        session = self._session(params.sessionId)
-        port = self._port(peer)
-        return self.compaction.if_needed(session, params.trigger, self._config(peer), port, port.measure,
-                                         params.agentOptions, self._rewrites(session, "open", peer), self.turns)
+        scope = self._scope(self._session(params.sessionId), peer, params.agentOptions)
+        return self.compaction.if_needed(scope, params.trigger, scope.port.measure)
 
     def _compact_overflow(self, peer: Peer, params: OverflowParams, payload: bytes | None) -> Any:
         session = self._session(params.sessionId)
@@ -223,9 +219,8 @@ class Engine:
         at_request = await self.turns.pre_step(session, params.turn, params.step, config)
         if config.compaction.auto:
             # measures the surface as it is; waits for the rewrite in flight only when it compacts
-            port = self._port(session.peer)
-            await self.compaction.pre_step(session, params.turn, config, port, port.measure, params.agentOptions,
-                                           self._rewrites(session, params.turn, session.peer), self.turns)
+            scope = self._scope(session, session.peer, params.agentOptions)
+            await self.compaction.pre_step(scope, params.turn, scope.port.measure)
         withhold = self.followups.withheld(session, params.turn, params.step, at_request)
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
                                        for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
@@ -251,10 +246,9 @@ class Engine:
         log.info("session %s turn %s: %s%s", session.id, call.turn, params.tool, " (error)" if answer.is_error else "")
         return answer
 
-    async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> dict[str, Any]:
-        retry = await self.compaction.overflow(session, params.turn, self._config(peer), self._port(peer),
-                                               params.agentOptions, self._rewrites(session, params.turn, peer), self.turns)
-        return {"retry": retry}
+    async def _overflow(self, session: MirroredSession, params: OverflowParams, peer: Peer) -> OverflowResult:
+        retry = await self.compaction.overflow(self._scope(session, peer, params.agentOptions), params.turn)
+        return OverflowResult(retry=retry)
 
     # -- helpers -----------------------------------------------------------------------
     def _session(self, session_id: str) -> MirroredSession:
@@ -264,20 +258,10 @@ class Engine:
                                         message=f"session {session_id} is not mirrored yet"))
         return session
 
-    def _rewrites(self, session: MirroredSession, open_turn: int | Literal["open"] | None, peer: Peer) -> Rewrites:
-        """The session's turn-rewrite barrier for a compaction about to select its range: two writers
-        must never rewrite one span.
-
-        `open_turn`: the turn whose pre-step lands what is ready first; "open": whichever turn
-        is open when the barrier is entered; None: land nothing (the range must not move).
-        """
-        wait_s = self._config(peer).compaction.rewriteWaitS
-
-        def enter() -> AsyncContextManager[None]:
-            turn = session.log.index.open_turn if open_turn == "open" else open_turn
-            return self.turns.rewrite_barrier(session, turn, wait_s)
-
-        return enter
+    def _scope(self, session: MirroredSession, peer: Peer, agent: AgentOptions) -> CompactionScope:
+        """What a compaction of `session` runs with; it enters the turn service's rewrite
+        barrier (two writers must never rewrite one span)."""
+        return CompactionScope(session, self._port(peer), self._config(peer), agent, self.workers, self.turns)
 
     def _config(self, peer: Peer) -> EngineConfig:
         return self._peers[peer.identity][1]

@@ -14,6 +14,7 @@ from engine_harness import EngineHarness
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
 from surface_builders import assistant_message
+from turn_memory.compaction.scope import CompactionScope
 from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode
 from turn_memory.compaction.policy import RETRY_GROWTH, Pressure, surface_prices
 from turn_memory.compaction.service import CompactionService
@@ -82,7 +83,7 @@ def grow(host: FakeHost, chars: int, turn: int = OPEN) -> int:
 
 
 def pre_step(service: CompactionService, host: FakeHost, cfg: EngineConfig, meter: Meter, turn: int = OPEN) -> None:
-    asyncio.run(asyncio.wait_for(service.pre_step(host.session, turn, cfg, host, meter, AGENT), 10))
+    asyncio.run(asyncio.wait_for(service.pre_step(CompactionScope(host.session, host, cfg, AGENT, service.workers), turn, meter), 10))
 
 
 def starts(host: FakeHost) -> list[dict[str, Any]]:
@@ -303,7 +304,7 @@ def test_overflow_compacts_and_replays_once_per_turn():
     open_nodes = host.log.nodes[-1:]  # the open turn so far: its user request
 
     def overflow(turn: int = OPEN) -> bool:
-        return asyncio.run(asyncio.wait_for(service.overflow(host.session, turn, cfg, host, AGENT), 10))
+        return asyncio.run(asyncio.wait_for(service.overflow(CompactionScope(host.session, host, cfg, AGENT, service.workers), turn), 10))
 
     assert overflow() is True
     (start,) = starts(host)
@@ -319,16 +320,16 @@ def test_overflow_that_cannot_change_the_surface_is_not_replayed_nor_retried_in_
     service, cfg = EngineHarness().compaction, config(workerAttempts=1)
     started = attach_workers(host, service, [WorkerScript([]), WorkerScript(FOLD)])
     nodes = list(host.log.nodes)
-    assert asyncio.run(service.overflow(host.session, OPEN, cfg, host, AGENT)) is False
+    assert asyncio.run(service.overflow(CompactionScope(host.session, host, cfg, AGENT, service.workers), OPEN)) is False
     assert host.log.nodes == nodes and "error" in host.log.events[-1]["data"]
     # the turn's one recovery is spent: a second overflow does not try again
-    assert asyncio.run(service.overflow(host.session, OPEN, cfg, host, AGENT)) is False
+    assert asyncio.run(service.overflow(CompactionScope(host.session, host, cfg, AGENT, service.workers), OPEN)) is False
     assert len(starts(host)) == 1 and len(started) == 1
     # the next turn has its own
     host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
     host.host_append("turn/start", {"turn": OPEN + 1})
     host._forward()
-    assert asyncio.run(service.overflow(host.session, OPEN + 1, cfg, host, AGENT)) is True
+    assert asyncio.run(service.overflow(CompactionScope(host.session, host, cfg, AGENT, service.workers), OPEN + 1)) is True
     assert len(starts(host)) == 2 and starts(host)[1]["data"]["turn"] == OPEN + 1
 
 
@@ -340,8 +341,8 @@ def test_overflow_with_nothing_to_compact_or_a_busy_session_is_not_replayed(lock
     async def scenario() -> bool:
         if locked:
             async with host.session.job_lock:
-                return await service.overflow(host.session, 1, config(), host, AGENT)
-        return await service.overflow(host.session, 1, config(), host, AGENT)
+                return await service.overflow(CompactionScope(host.session, host, config(), AGENT, service.workers), 1)
+        return await service.overflow(CompactionScope(host.session, host, config(), AGENT, service.workers), 1)
 
     assert asyncio.run(scenario()) is False and starts(host) == []
 
@@ -371,7 +372,7 @@ def test_an_unexpected_failure_still_closes_the_compaction_so_compact_is_not_bus
     host.host_append("turn/end", {"turn": OPEN, "reason": {"kind": "completed"}})
     host._forward()
     attach_workers(host, service, [WorkerScript(FOLD)])
-    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.workers))
+    result = asyncio.run(compact_now(CompactionScope(host.session, host, config(), AGENT, service.workers), "cmd"))
     assert result is not None and "error" not in host.log.events[-1]["data"]
 
 
@@ -386,7 +387,7 @@ def test_an_automatic_compaction_left_open_is_closed_by_the_next_compaction():
     host._forward()
     service = EngineHarness().compaction
     attach_workers(host, service, [WorkerScript(FOLD)])
-    result = asyncio.run(compact_now(host.session, host, config(), AGENT, "cmd", service.workers))
+    result = asyncio.run(compact_now(CompactionScope(host.session, host, config(), AGENT, service.workers), "cmd"))
     ends = [e["data"] for e in host.log.events if e["type"] == "compaction/end"]
     assert ends[0]["compactionId"] == "old" and "abandoned" in ends[0]["error"]
-    assert result is not None and ends[1]["compactionId"] == result["compactionId"] and "error" not in ends[1]
+    assert result is not None and ends[1]["compactionId"] == result.compactionId and "error" not in ends[1]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import pytest
 
 from fake_host import FakeHost, HostEngine, text_reply
 from surface_builders import LogBuilder
+from turn_memory.bridge.protocol import CompactSkipped
+from turn_memory.turns.lifecycle import Phase
+from turn_memory.compaction.scope import CompactionScope
 from turn_memory.bridge.protocol import AgentOptions, CompactNowParams, ErrorInfo
 from turn_memory.bridge.server import Peer, RemoteError
 from turn_memory.compaction.failures import CompactionFailed, Failure, error_info
@@ -41,7 +43,7 @@ SUMMARY = EngineConfig.model_validate({"compaction": {"method": "summary"}})
 
 
 def run(host: FakeHost, *, config: EngineConfig | None = None, command: str | None = "cmd-1"):
-    return asyncio.run(compact_now(host.session, host, config or SUMMARY, AGENT, command, WorkerRegistry()))
+    return asyncio.run(compact_now(CompactionScope(host.session, host, config or SUMMARY, AGENT, WorkerRegistry()), command))
 
 
 def manual_code(excinfo: pytest.ExceptionInfo[CompactionFailed]) -> str | None:
@@ -64,7 +66,7 @@ def test_compact_folds_older_turns_into_one_checkpoint(dialect):
 
     assert compaction_events(host, before) == ["compaction/start", "compaction/summary", "user/message", "compaction/end"]
     start, summary, replacement, end = host.log.events[before:]
-    shadowed = result["shadowedSeqs"]
+    shadowed = result.shadowedSeqs
     # the two oldest turns are folded, the last turn is kept verbatim
     assert shadowed[0] == marks[0]["user"] and shadowed[-1] == marks[1]["answer"]
     assert before_nodes[before_nodes.index(shadowed[0]):before_nodes.index(shadowed[-1]) + 1] == shadowed
@@ -77,7 +79,7 @@ def test_compact_folds_older_turns_into_one_checkpoint(dialect):
     # the model sees: [system head], checkpoint, then the retained turn unchanged
     head = [before_nodes[0]] if dialect is V02 else []
     assert host.log.nodes == head + [replacement["seq"]] + before_nodes[before_nodes.index(shadowed[-1]) + 1:]
-    assert result["summarySeq"] == summary["seq"] and result["endSeq"] == end["seq"]
+    assert result.summarySeq == summary["seq"] and result.endSeq == end["seq"]
     assert host.flushes == 1
     # the log still reloads under the host's rules
     SessionLog(dialect, host.log.events)
@@ -105,9 +107,9 @@ def test_a_summary_no_smaller_than_the_history_is_a_result_not_an_error(dialect)
     nodes, before = list(host.log.nodes), len(host.log)
     host.llm_script.append(lambda h: text_reply("x" * 20000))
     result = run(host)
-    assert set(result) == {"skipped"}
-    assert result["skipped"].startswith("the older history (turn 1, ")
-    assert result["skipped"].endswith(" tokens) is too small to fold: its checkpoint came out at ~5093 tokens")
+    assert isinstance(result, CompactSkipped) and set(result.model_dump()) == {"skipped"}
+    assert result.skipped.startswith("the older history (turn 1, ")
+    assert result.skipped.endswith(" tokens) is too small to fold: its checkpoint came out at ~5093 tokens")
     assert compaction_events(host, before) == ["compaction/start", "compaction/end"]
     assert host.log.events[-1]["data"]["error"].startswith("summary:")
     assert host.log.nodes == nodes
@@ -127,10 +129,11 @@ def test_older_history_too_small_to_fold_is_reported_with_its_size_before_any_mo
     assert shadowed <= framing  # no checkpoint could be smaller
     with caplog.at_level("INFO", logger="turn_memory.compaction"):
         result = run(host)
-    assert result == {"skipped": f"the older history (turn 1, {len(selection.shadowed)} nodes, ~{shadowed} tokens) "
-                                 f"is too small to fold: a checkpoint's framing alone is ~{framing} tokens"}
+    assert result == CompactSkipped(skipped=f"the older history (turn 1, {len(selection.shadowed)} nodes, "
+                                            f"~{shadowed} tokens) is too small to fold: a checkpoint's framing alone "
+                                            f"is ~{framing} tokens")
     assert host.llm_requests == [] and len(host.log) == before and host.log.nodes == nodes  # nothing written
-    assert f"/compact: {result['skipped']}; nothing changed" in caplog.text
+    assert f"/compact: {result.skipped}; nothing changed" in caplog.text
 
 
 def test_model_error_closes_the_bracket_with_the_error():
@@ -190,7 +193,7 @@ def test_log_moving_without_touching_the_span_replans_and_commits():
 
     host.llm_script.append(title_lands)
     result = run(host)
-    kinds = [e["type"] for e in host.log.events[result["startSeq"]:]]
+    kinds = [e["type"] for e in host.log.events[result.startSeq:]]
     assert kinds == ["compaction/start", "session/title", "compaction/summary", "user/message", "compaction/end"]
     SessionLog(RC8, host.log.events)
 
@@ -204,7 +207,7 @@ def test_compaction_left_open_by_a_dead_engine_is_closed_first():
     result = run(host)
     ended = [e for e in host.log.events if e["type"] == "compaction/end"]
     assert ended[0]["data"]["compactionId"] == "old" and "abandoned" in ended[0]["data"]["error"]
-    assert ended[1]["data"]["compactionId"] == result["compactionId"]
+    assert ended[1]["data"]["compactionId"] == result.compactionId
 
 
 def test_second_compaction_while_one_runs_is_busy():
@@ -219,11 +222,11 @@ def test_second_compaction_while_one_runs_is_busy():
             on_chunks(text_reply("SUMMARY"))
 
         host.llm_stream = slow_stream  # type: ignore[method-assign]
-        first = asyncio.create_task(compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry()))
+        first = asyncio.create_task(compact_now(CompactionScope(host.session, host, SUMMARY, AGENT, WorkerRegistry()), None))
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         with pytest.raises(CompactionFailed) as excinfo:
-            await compact_now(host.session, host, SUMMARY, AGENT, None, WorkerRegistry())
+            await compact_now(CompactionScope(host.session, host, SUMMARY, AGENT, WorkerRegistry()), None)
         gate.set()
         await first
         return excinfo
@@ -279,23 +282,23 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form_not
     async def scenario():
         await complete_turn(host, harness.turns, turns_cfg)
         await harness.turns.drained(SESSION, 5)
-        job = harness.turns.jobs[(SESSION, 1)]
-        assert job.finished and not job.landed.is_set()  # ready; no turn is open to land it in
+        job = harness.turns.job(SESSION, 1)
+        assert job.phase is Phase.READY  # ready; no turn is open to land it in
         with caplog.at_level("INFO"):
-            result = await compact_now(host.session, host, cfg, AGENT, "cmd-1", harness.workers, None, harness.turns)
+            result = await compact_now(CompactionScope(host.session, host, cfg, AGENT, harness.workers, harness.turns), "cmd-1")
         return job, result
 
     job, result = asyncio.run(asyncio.wait_for(scenario(), 10))
-    assert result["shadowedSeqs"] and turn_nodes(host.log, 1) == []  # the checkpoint took the turn
+    assert result.shadowedSeqs and turn_nodes(host.log, 1) == []  # the checkpoint took the turn
     if method == "summary":
         (request,) = host.llm_requests
         read = " ".join(json.dumps(m) for m in request.messages)
     else:
         read = started[1]["prompt"]
     assert "Fixed parse() on empty input." in read and "step 1 answer" not in read
-    assert job.landed.is_set() and job.landing is LandingOutcome.FOLDED
-    assert job.landing_detail == f"into the checkpoint at seq {result['summarySeq'] + 1}"
-    assert (SESSION, 1) not in harness.turns.jobs
+    assert job.phase is Phase.FOLDED and job.landing is LandingOutcome.FOLDED
+    assert job.lifecycle.reason == f"into the checkpoint at seq {result.summarySeq + 1}"
+    assert harness.turns.job(SESSION, 1) is None
     assert "turn(s) 1 in their finished compressed form" in caplog.text
     assert SessionLog(dialect, host.log.events).reload_problems == []
 

@@ -12,6 +12,7 @@ import pytest
 from fake_host import FakeHost
 from session_builders import SessionBuilder, image_ref
 from surface_builders import LogBuilder
+from turn_memory.compaction.scope import CompactionScope
 from turn_memory.bridge.protocol import AgentOptions, ToolResult
 from turn_memory.catalog import public_tools, worker_tools
 from turn_memory.compaction.manual import compact_now
@@ -205,7 +206,7 @@ def test_a_one_shot_summary_that_drops_markers_gets_them_back_from_the_host():
     b.work_turn()
     host = FakeHost(RC8, b.events)  # its summarizer answers "SUMMARY": no marker
     config = EngineConfig.model_validate({"compaction": {"method": "summary"}})
-    asyncio.run(compact_now(host.session, host, config, AgentOptions(provider="p", model="m"), "cmd-1",
-                            WorkerRegistry()))
+    asyncio.run(compact_now(CompactionScope(host.session, host, config, AgentOptions(provider="p", model="m"),
+                                            WorkerRegistry()), "cmd-1"))
     checkpoint = host.log.message_of(host.log.nodes[0])["content"][0]["text"]
     assert "SUMMARY" in checkpoint and SHOT_MARKER in checkpoint

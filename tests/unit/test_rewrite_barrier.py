@@ -142,7 +142,7 @@ def test_a_ready_job_does_not_hold_the_queue_and_one_prestep_lands_every_ready_t
     run(scenario())
     landed = marks(host, "compression")
     assert [turn for turn, _ in landed] == [1, 2, 3] and landed == sorted(landed, key=lambda m: m[1])
-    assert engine.turns.jobs == {}
+    assert engine.turns.sessions[host.session.id].jobs == {}
 
 
 def test_below_the_threshold_the_prestep_does_not_wait_for_the_queue():
@@ -158,7 +158,7 @@ def test_below_the_threshold_the_prestep_does_not_wait_for_the_queue():
         await engine.pre_step(OPEN, 1)
         await engine.pre_step(OPEN, 2)
         assert time.monotonic() - began < 0.2
-        assert marks(host, "compression") == [] and engine.turns.queues[host.session.id].pending == [2, 3]
+        assert marks(host, "compression") == [] and engine.turns.sessions[host.session.id].queue.pending == [2, 3]
         # once the worker is let go the backlog clears, and the next pre-step lands it all
         workers.gates[1].set()
         assert await engine.turns.drained(host.session.id, 5)

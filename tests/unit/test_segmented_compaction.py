@@ -10,6 +10,7 @@ import pytest
 
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import SessionBuilder, work_session
+from turn_memory.compaction.scope import CompactionScope
 from turn_memory.bridge.protocol import AgentOptions, ToolResult, WorkerRunResult
 from turn_memory.compaction.failures import CompactionFailed, error_info
 from turn_memory.compaction.manual import compact_now
@@ -43,7 +44,7 @@ def segment_worker(k: int, revision: int) -> WorkerScript:
 def compact(host: FakeHost, cfg: EngineConfig, scripts: list[WorkerScript], registry: WorkerRegistry | None = None):
     registry = registry or WorkerRegistry()
     started = attach_workers(host, registry, scripts)
-    result = asyncio.run(asyncio.wait_for(compact_now(host.session, host, cfg, AGENT, "cmd-1", registry), 10))
+    result = asyncio.run(asyncio.wait_for(compact_now(CompactionScope(host.session, host, cfg, AGENT, registry), "cmd-1"), 10))
     return result, started
 
 
@@ -83,10 +84,10 @@ def test_one_segment_is_folded_by_one_fork_and_committed_as_one_transaction(dial
         ["compaction/start", "compaction/summary", "user/message", "compaction/end"]]
     assert checkpoint_body(host) == "User: USER-1: fix module 1.\n\nAssistant: ASSISTANT-1: fixed module 1."
     # turns 1-2 are folded, turn 3 is kept verbatim after the checkpoint
-    assert {b.turn_of[s] for s in result["shadowedSeqs"]} == {1, 2}
+    assert {b.turn_of[s] for s in result.shadowedSeqs} == {1, 2}
     kept = [s for s in before_nodes if b.turn_of.get(s) == 3]
     assert host.log.nodes[-len(kept):] == kept and len(host.log.nodes) == len(kept) + 1 + (dialect is V02)
-    assert result["summary"][0]["text"] == checkpoint_body(host)
+    assert result.summary[0]["text"] == checkpoint_body(host)
     SessionLog(dialect, host.log.events)  # the log still reloads
 
 
@@ -108,7 +109,7 @@ def test_several_segments_are_processed_in_order_into_one_chronological_checkpoi
     body = checkpoint_body(host)
     assert body == "\n\n".join(f"User: USER-{k}: fix module {k}.\n\nAssistant: ASSISTANT-{k}: fixed module {k}."
                                for k in (1, 2, 3))
-    assert {b.turn_of[s] for s in result["shadowedSeqs"]} == {1, 2, 3}
+    assert {b.turn_of[s] for s in result.shadowedSeqs} == {1, 2, 3}
     SessionLog(RC8, host.log.events)
 
 
@@ -200,7 +201,7 @@ def test_a_worker_that_fails_to_run_counts_as_no_progress():
         return await play(session_id, spec, timeout)
 
     host.run_worker = flaky  # type: ignore[method-assign]
-    asyncio.run(compact_now(host.session, host, config(), AGENT, None, registry))
+    asyncio.run(compact_now(CompactionScope(host.session, host, config(), AGENT, registry), None))
     assert modes == ["fork", "spawn"] and "USER-1" in checkpoint_body(host)
 
 
@@ -246,7 +247,7 @@ def test_a_checkpoint_not_smaller_than_the_history_is_not_committed():
     host = FakeHost(RC8, b.events)
     nodes = list(host.log.nodes)
     result, _ = compact(host, config(), [WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH])])
-    assert "too small to fold: its checkpoint came out at ~" in result["skipped"]
+    assert "too small to fold: its checkpoint came out at ~" in result.skipped
     assert host.log.nodes == nodes and host.log.events[-1]["type"] == "compaction/end"
 
 
@@ -271,7 +272,7 @@ def test_tool_calls_of_a_worker_that_is_no_longer_active_are_refused():
         return WorkerRunResult(stop="concluded", requests=5)
 
     host.run_worker = worker  # type: ignore[method-assign]
-    result = asyncio.run(compact_now(host.session, host, config(), AGENT, None, registry))
+    result = asyncio.run(compact_now(CompactionScope(host.session, host, config(), AGENT, registry), None))
     assert result is not None and checkpoint_body(host) == "User: USER: fix it.\n\nAssistant: ASSISTANT: fixed."
     stranger, edit, bad, done, after = (answers[k] for k in ("stranger", "edit", "bad finish", "finish",
                                                              "after its finish"))
@@ -306,8 +307,8 @@ def test_a_compaction_stops_at_its_request_budget_over_all_segments(caplog):
     registry = WorkerRegistry()
     started = attach_workers(host, registry, [segment_worker(1, 0), reader, WorkerScript([FINISH])])
     with caplog.at_level("INFO", logger="turn_memory.compaction"), pytest.raises(CompactionFailed) as excinfo:
-        asyncio.run(compact_now(host.session, host, config(segmentTokens=100, maxJobRequests=5, maxWorkerRequests=4),
-                                AGENT, None, registry))
+        asyncio.run(compact_now(CompactionScope(host.session, host, config(segmentTokens=100, maxJobRequests=5,
+                                                                    maxWorkerRequests=4), AGENT, registry), None))
     assert "5 model requests, the compaction's budget (compaction.maxJobRequests)" in str(excinfo.value)
     assert [s["maxRequests"] for s in started] == [4, 3]  # segment 1 used 2; segment 2's worker got the rest
     assert "job failed: S2: 5 model requests" in caplog.text and "2 worker(s), 5 model request(s)" in caplog.text
@@ -325,5 +326,5 @@ def test_a_compaction_stops_at_its_wall_clock_budget():
 
     host.run_worker = slow  # type: ignore[method-assign]
     with pytest.raises(CompactionFailed, match="the compaction's wall-clock budget"):
-        asyncio.run(compact_now(host.session, host, config(jobTimeoutS=0.3), AGENT, None, WorkerRegistry()))
+        asyncio.run(compact_now(CompactionScope(host.session, host, config(jobTimeoutS=0.3), AGENT, WorkerRegistry()), None))
     assert len(timeouts) == 2 and timeouts[1] < 0.2

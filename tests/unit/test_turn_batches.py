@@ -155,9 +155,9 @@ def test_every_batched_turn_is_marked_at_turn_end_kept_in_its_own_sidecar_and_re
         # finished, not landed yet: each turn's compression is kept on its own, and every
         # batched job left the queue's bookkeeping; the ready ones wait in `jobs`
         kept.append(store.turns(SESSION))
-        queue = service.queues[SESSION]
-        assert queue.pending == queue.running == [] and sorted(t for _, t in service.jobs) == [1, 2, 3]
-        assert all(service.jobs[(SESSION, t)].finished for t in (1, 2, 3))
+        queue = service.sessions[SESSION].queue
+        assert queue.pending == queue.running == [] and sorted(service.sessions[SESSION].jobs) == [1, 2, 3]
+        assert all(service.job(SESSION, t).compressed for t in (1, 2, 3))
 
     with caplog.at_level("INFO", logger="turn_memory.turns"):
         started = run_backlog(host, config(), [WorkerScript([fold(1), fold(2), fold(3), FINISH])], store,
@@ -185,8 +185,8 @@ def test_a_batch_shares_one_request_budget_and_gives_up_as_a_whole(caplog):
     assert [s["maxRequests"] for s in started] == [4, 4, 2]  # 10 for the batch, not 10 per turn
     assert caplog.text.count("gave up: 10 model requests, the job's budget (turns.maxJobRequests)") >= 3
     assert marks(host) == [("pending", 1), ("pending", 2), ("pending", 3)]  # all raw, recoverable
-    assert service.jobs == {} and service.queues[SESSION].pending == []
-    assert all(t not in service.queues[SESSION]._seen for t in (1, 2, 3))  # a later recovery may retry each
+    assert service.sessions[SESSION].jobs == {} and service.sessions[SESSION].queue.pending == []
+    assert all(t not in service.sessions[SESSION].queue._seen for t in (1, 2, 3))  # a later recovery may retry each
 
 
 def test_a_batch_progresses_only_when_the_combined_shape_is_new_and_not_refused():
@@ -218,7 +218,7 @@ def before_a_restart(host: FakeHost, store: ResultStore, scripts: list[WorkerScr
         ends = [e for e in host.log.events if e["type"] == "turn/end"]
         first.on_events(host.session, ends, False, lambda: host, cfg, store)
         await first.drained(SESSION, 5)
-        for queue in first.queues.values():
+        for queue in [t.queue for t in first.sessions.values()]:
             queue.cancel()
 
     asyncio.run(asyncio.wait_for(until_the_stop(), 10))
@@ -242,7 +242,7 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     async def after_the_restart():
         reopen(host, second, cfg, store)
         await second.drained(SESSION, 5)
-        assert second.queues[SESSION].pending == second.queues[SESSION].running == []
+        assert second.sessions[SESSION].queue.pending == second.sessions[SESSION].queue.running == []
         await next_turn_prestep(host, second, cfg, TURNS + 1)
 
     with caplog.at_level("INFO", logger="turn_memory.turns"):
@@ -253,7 +253,7 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     assert sorted(landed(host)) == [(1, 1), (2, 1), (3, 1)]
     assert "turn 2: job restored its finished compression" in caplog.text
     assert "one worker run for turns 1, 3" in caplog.text
-    assert store.turns(SESSION) == [] and second.jobs == {}
+    assert store.turns(SESSION) == [] and second.sessions[SESSION].jobs == {}
     SessionLog(RC8, host.log.events)  # still reloads
 
 

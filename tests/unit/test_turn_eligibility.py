@@ -143,7 +143,7 @@ def test_a_turn_not_worth_a_worker_yet_is_held_pending_with_its_context_unchange
     assert started == []  # no model request at all
     assert markers(host) == [("pending", 1)]  # never a landed marker over its raw reasoning
     assert surface_messages(host)[:len(before)] == before
-    assert service.jobs[(SESSION, 1)].held
+    assert service.job(SESSION, 1).held
     assert f"session {SESSION} turn 1: held; turn 1 (" in caplog.text and "requests the session is expected" in caplog.text
     # recovery and inspect agree: a held turn is pending, taken up again on the next start
     assert turns_to_recover(host.log) == [1]
@@ -211,7 +211,7 @@ def test_held_small_turns_are_compressed_together_by_one_worker_once_they_are_wo
             service.on_events(host.session, [end], False, lambda: host, cfg)
             await asyncio.sleep(0.05)
             await service.drained(SESSION, 5)
-            held.append(service.queues[SESSION].held_turns)
+            held.append(service.sessions[SESSION].queue.held_turns)
         await next_turn_prestep(host, service, cfg, turn=4)
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
@@ -238,4 +238,4 @@ def test_the_landing_barrier_never_waits_for_a_held_turn():
         return time.monotonic() - started
 
     assert asyncio.run(asyncio.wait_for(scenario(), 10)) < 1
-    assert service.jobs[(SESSION, 1)].held and markers(host) == [("pending", 1)]
+    assert service.job(SESSION, 1).held and markers(host) == [("pending", 1)]

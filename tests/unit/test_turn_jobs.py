@@ -116,7 +116,7 @@ def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoi
 
 
 def fold(turn: int) -> tuple[str, dict]:
-    return ("replace_turn_nodes", {"from": f"n1", "to": "n5" if turn == 1 else "n2", "nodes": [
+    return ("replace_turn_nodes", {"from": "n1", "to": "n5" if turn == 1 else "n2", "nodes": [
         {"role": "user", "content": f"Task {turn}, in short."}, {"role": "assistant", "content": f"Did {turn}."}]})
 
 
@@ -428,7 +428,7 @@ def test_a_finished_compression_survives_a_restart_and_lands_without_workers(tmp
         host._forward()
         first.on_events(host.session, host.log.events[-1:], False, lambda: host, cfg, store)
         await first.drained(SESSION, 5)
-        for queue in first.queues.values():
+        for queue in [t.queue for t in first.sessions.values()]:
             queue.cancel()
 
     run(before_the_stop())
@@ -663,10 +663,10 @@ def test_a_resync_never_walks_the_whole_log(tmp_path):
         service.on_events(session, [], True, lambda: host, cfg)
         dispatcher.on_events(session, [], True, lambda: host, cfg)
         walked = CountingEvents.walked
-        for queue in service.queues.values():
+        for queue in [t.queue for t in service.sessions.values()]:
             queue.cancel()
         return walked
 
     walked = run(scenario())
-    assert len(service.jobs) >= 5  # it found the pending turns
+    assert sum(len(t.jobs) for t in service.sessions.values()) >= 5  # it found the pending turns
     assert walked < 50, f"walked {walked} of {len(events)} events"

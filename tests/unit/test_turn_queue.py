@@ -9,33 +9,60 @@ import asyncio
 from test_rewrite_barrier import OPEN, HostEngine, Workers, backlog_host, end_turns_and_open_the_next, marks
 from turn_memory.config import EngineConfig
 from turn_memory.host.surface import SessionLog
+from turn_memory.turns.lifecycle import Lifecycle, Phase
 from turn_memory.turns.queue import TurnQueue
 
 
 class Jobs:
-    """Plays the queue's callbacks: every admitted turn is chosen; each job waits for its gate."""
+    """Plays the queue's `TurnWork`: every admitted turn is chosen; each job waits for its gate."""
 
-    def __init__(self, slots: int, batch: int, held: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    def __init__(self, slots: int, batch: int, held: frozenset[int] = frozenset()) -> None:
         self.gates: dict[int, asyncio.Event] = {}
         self.started: list[list[int]] = []
         self.finished: list[list[int]] = []
         self.running_at_start: list[int] = []
         self.held = set(held)
-        self.queue = TurnQueue("s", self.admit, self.choose, self.run,
-                               lambda: (slots, lambda turns: [min(batch, len(turns))]))
+        self.lifecycles: dict[int, Lifecycle] = {}
+        self._slots, self._batch = slots, batch
+        self.queue = TurnQueue("s", self)
 
-    async def admit(self, turn: int) -> bool:
-        return True
+    def enqueue(self, turn: int) -> None:
+        self.lifecycles[turn] = Lifecycle()
+        self.queue.enqueue(turn)
 
-    def choose(self, held: list[int]) -> list[int]:
-        return [t for t in held if t not in self.held]
+    def phase(self, turn: int) -> Phase | None:
+        return self.lifecycles[turn].phase if turn in self.lifecycles else None
 
-    async def run(self, turns: list[int]) -> None:
+    async def admit(self, turn: int) -> None:
+        self.lifecycles[turn].move(Phase.PENDING, "marked")
+
+    def choose(self, turns: list[int]) -> None:
+        for turn in turns:
+            lifecycle = self.lifecycles[turn]
+            if turn not in self.held:
+                lifecycle.move(Phase.DISPATCHED, "chosen")
+            elif lifecycle.phase is Phase.PENDING:
+                lifecycle.move(Phase.HELD, "held")
+
+    async def compress(self, turns: list[int]) -> None:
+        for turn in turns:
+            self.lifecycles[turn].move(Phase.COMPRESSING, "started")
         self.started.append(turns)
         self.running_at_start.append(len(self.queue.running))
         gate = self.gates.setdefault(turns[0], asyncio.Event())
         await gate.wait()
+        for turn in turns:
+            self.lifecycles[turn].move(Phase.READY, "finished")
         self.finished.append(turns)
+
+    def stop(self, turn: int, reason: str) -> None:
+        self.lifecycles[turn].move(Phase.STOPPED, reason)
+
+    def slots(self) -> int:
+        return self._slots
+
+    def batch(self, turns: list[int]) -> int:
+        return min(self._batch, len(turns))
 
     def release(self, turn: int) -> None:
         self.gates.setdefault(turn, asyncio.Event()).set()
@@ -49,7 +76,7 @@ def test_up_to_the_slots_jobs_run_at_once_and_a_freed_slot_takes_the_next_turn()
     async def scenario():
         jobs = Jobs(slots=2, batch=1)
         for turn in (1, 2, 3):
-            jobs.queue.enqueue(turn)
+            jobs.enqueue(turn)
             await asyncio.sleep(0.01)  # one turn ends at a time
         assert jobs.started == [[1], [2]] and jobs.queue.running == [1, 2] and jobs.queue.pending == [3]
         jobs.release(2)  # the later worker finishes first: its slot goes to turn 3
@@ -67,10 +94,10 @@ def test_up_to_the_slots_jobs_run_at_once_and_a_freed_slot_takes_the_next_turn()
 def test_turns_that_end_while_every_slot_is_busy_become_one_batch():
     async def scenario():
         jobs = Jobs(slots=1, batch=3)
-        jobs.queue.enqueue(1)
+        jobs.enqueue(1)
         await asyncio.sleep(0.01)
         for turn in (2, 3, 4, 5):
-            jobs.queue.enqueue(turn)
+            jobs.enqueue(turn)
         await asyncio.sleep(0.01)
         assert jobs.started == [[1]] and jobs.queue.pending == [2, 3, 4, 5]
         jobs.release(1)
@@ -87,12 +114,12 @@ def test_turns_that_end_while_every_slot_is_busy_become_one_batch():
 def test_held_turns_wait_for_the_next_choice_and_do_not_keep_the_queue_busy():
     async def scenario():
         jobs = Jobs(slots=2, batch=4, held={1, 2})
-        jobs.queue.enqueue(1)
-        jobs.queue.enqueue(2)
+        jobs.enqueue(1)
+        jobs.enqueue(2)
         assert await jobs.queue.drained(1)  # held turns are no work in flight
         assert jobs.started == [] and jobs.queue.held_turns == [1, 2]
         jobs.held.clear()  # the next turn makes them worth a worker: one batch, oldest first
-        jobs.queue.enqueue(3)
+        jobs.enqueue(3)
         await asyncio.sleep(0.01)
         assert jobs.started == [[1, 2, 3]] and jobs.queue.held_turns == []
         jobs.release(1)
@@ -105,7 +132,7 @@ def test_a_compaction_holding_the_queue_starts_no_job_until_it_lets_go():
     async def scenario():
         jobs = Jobs(slots=2, batch=1)
         with jobs.queue.held():
-            jobs.queue.enqueue(1)
+            jobs.enqueue(1)
             await asyncio.sleep(0.01)
             assert jobs.started == [] and jobs.queue.pending == [1]
         await asyncio.sleep(0.01)
@@ -131,7 +158,7 @@ def test_workers_run_in_parallel_and_landings_stay_serial_and_in_turn_order():
         for turn, step in ((3, 1), (2, 2)):
             workers.gates[turn].set()
             await asyncio.sleep(0.05)
-            assert engine.turns.jobs[(host.session.id, turn)].ready.is_set()
+            assert engine.turns.job(host.session.id, turn).phase is Phase.READY
             await engine.pre_step(OPEN, step)
             assert marks(host, "compression") == []  # turn 1 is not ready: nothing may land past it
         workers.gates[1].set()

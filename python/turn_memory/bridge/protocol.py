@@ -293,15 +293,50 @@ class ApplyParams(_Model):
     label: str = ""
 
 
+#: why the shim appended nothing (or, append-threw, not everything): `shim-js/lib/host-ops.js`
+ApplyRefusal = Literal["unknown-session", "log-moved", "span-moved", "append-threw"]
+
+
 class ApplyResult(_Model):
     ok: bool
     seqs: list[int] = Field(default_factory=list)
-    #: on failure: "log-moved" | "span-moved" | "unknown-session" | "append-threw"
-    reason: str | None = None
+    reason: ApplyRefusal | None = None
     logLength: int | None = None
     detail: str | None = None
     #: events appended before an append threw (a planning bug: reported, never hidden)
     appended: int = 0
+
+
+class SeqRange(_Model):
+    start: int
+    end: int
+
+
+class CompactionResult(_Model):
+    """A committed compaction, as DSH's compaction seam returns it (`compact.*`'s reply)."""
+
+    compactionId: str
+    #: the `/compact` command it answers (omitted on the wire for automatic ones)
+    sourceCommandId: str | None = None
+    startSeq: int
+    summarySeq: int
+    endSeq: int
+    summary: list[dict[str, Any]]
+    shadowedRange: SeqRange
+    shadowedSeqs: list[int]
+    shadowedTokenCount: int
+
+
+class CompactSkipped(_Model):
+    """`/compact` found the older history too small to fold: nothing changed (the shim logs why)."""
+
+    skipped: str
+
+
+class OverflowResult(_Model):
+    """`compact.overflow`'s reply: whether DSH should replay the request once."""
+
+    retry: bool
 
 
 class LlmRequest(_Model):

@@ -21,11 +21,10 @@ second overflow in the same turn keeps the provider error.
 from __future__ import annotations
 
 import logging
-from contextlib import AsyncExitStack, nullcontext
-from typing import Any, AsyncContextManager, Awaitable, Callable
+from contextlib import AsyncExitStack
+from typing import Awaitable, Callable
 
-from turn_memory.bridge.port import HostPort
-from turn_memory.bridge.protocol import AgentOptions, MeasureResult
+from turn_memory.bridge.protocol import CompactionResult, MeasureResult
 from turn_memory.bridge.server import RemoteError
 from turn_memory.compaction.policy import (
     RETRY_GROWTH,
@@ -40,10 +39,9 @@ from turn_memory.compaction.policy import (
     surface_measure,
     surface_prices,
 )
+from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.selection import Selection
-from turn_memory.config import EngineConfig
 from turn_memory.prompts import read_prompt
-from turn_memory.runtime.interfaces import ReadyRewrites, Rewrites
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 
@@ -53,12 +51,9 @@ log = logging.getLogger("turn_memory.compaction")
 Measurer = Callable[[str], Awaitable[MeasureResult]]
 
 
-def _barrier(rewrites: Rewrites | None) -> AsyncContextManager[Any]:
-    return rewrites() if rewrites is not None else nullcontext()
-
-
 class CompactionService:
     def __init__(self, workers: WorkerRegistry) -> None:
+        #: the registry the engine's compaction scopes carry (read by tests and the bench)
         self.workers = workers
         #: (session, turn) pairs whose one overflow recovery was used
         self._overflowed: set[tuple[str, int]] = set()
@@ -109,22 +104,31 @@ class CompactionService:
             return None
         return measured
 
-    async def pre_step(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                       measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None,
-                       ready: ReadyRewrites | None = None) -> None:
-        cfg = config.compaction
+    async def _over_in_barrier(self, scope: CompactionScope, measurer: Measurer, window: int, turn: int,
+                               measured: Measure, barrier: AsyncExitStack) -> Measure | None:
+        """A compaction is due: now (and only now) wait for the rewrite in flight and land what
+        is ready before reading the range; the barrier stays held until the caller is done, so
+        no queued turn starts rewriting under it. The measure again if landings shrank the
+        surface (None: no longer over)."""
+        generation = scope.session.log.replace_generation
+        await barrier.enter_async_context(scope.barrier(turn))
+        if scope.session.log.replace_generation == generation:
+            return measured
+        return await self._over(scope.session, measurer, window, scope.config.compaction.thresholdRatio)
+
+    async def pre_step(self, scope: CompactionScope, turn: int, measurer: Measurer) -> None:
+        session, cfg = scope.session, scope.config.compaction
         if not cfg.auto or not session.is_user_session or session.job_lock.locked():
             return
         window = self.window(session)
         if not window:
             return  # no routed request yet: nothing to measure against
         async with AsyncExitStack() as barrier:
-            await self._pressure(session, turn, config, port, measurer, agent, window, barrier, rewrites, ready)
+            await self._pressure(scope, turn, measurer, window, barrier)
 
-    async def _pressure(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                        measurer: Measurer, agent: AgentOptions, window: int, barrier: AsyncExitStack,
-                        rewrites: Rewrites | None, ready: ReadyRewrites | None) -> None:
-        cfg = config.compaction
+    async def _pressure(self, scope: CompactionScope, turn: int, measurer: Measurer, window: int,
+                        barrier: AsyncExitStack) -> None:
+        session, cfg = scope.session, scope.config.compaction
         threshold = int(window * cfg.thresholdRatio)
         floor = self._floor.get(session.id)
         held = False
@@ -138,16 +142,10 @@ class CompactionService:
             if floor is not None and measured.tokens < floor + RETRY_GROWTH * window:
                 return  # relieving failed at about this size already; wait for real growth
             if not held:
-                # a compaction is due: now (and only now) wait for the rewrite in flight and
-                # land what is ready before reading the range; the barrier stays held until
-                # the last pass is done, so no queued turn starts rewriting under it
                 held = True
-                generation = session.log.replace_generation
-                await barrier.enter_async_context(_barrier(rewrites))
-                if session.log.replace_generation != generation:  # landings shrank the surface
-                    measured = await self._over(session, measurer, window, cfg.thresholdRatio)
-                    if measured is None:
-                        return
+                measured = await self._over_in_barrier(scope, measurer, window, turn, measured, barrier)
+                if measured is None:
+                    return
             selection = select_pressure_range(session.log, measured.nodes, int(window * cfg.retainRatio))
             if selection is None:
                 log.warning("session %s turn %d: at %d/%d tokens but nothing compactable outside the retained tail",
@@ -157,7 +155,7 @@ class CompactionService:
             log.info("session %s turn %d: pressure %d/%d tokens (%s) >= %.0f%%; compacting %d nodes (pass %d)",
                      session.id, turn, measured.tokens, window, measured.source, cfg.thresholdRatio * 100,
                      len(selection.shadowed), attempt + 1)
-            if await self._compact(session, port, config, agent, selection, turn, ready) is None:
+            if await self._compact(scope, selection, turn) is None:
                 self._floor[session.id] = measured.tokens
                 return
         measured = await self._over(session, measurer, window, cfg.thresholdRatio)
@@ -167,9 +165,9 @@ class CompactionService:
                         measured.tokens, window, cfg.maxPasses)
             self._floor[session.id] = measured.tokens
 
-    async def overflow(self, session: MirroredSession, turn: int, config: EngineConfig, port: HostPort,
-                       agent: AgentOptions, rewrites: Rewrites | None = None, ready: ReadyRewrites | None = None) -> bool:
+    async def overflow(self, scope: CompactionScope, turn: int) -> bool:
         """Recover from a provider overflow once per turn; True when the request should be replayed."""
+        session = scope.session
         key = (session.id, turn)
         if key in self._overflowed:
             log.warning("session %s turn %d: second context overflow; keeping the provider error", session.id, turn)
@@ -178,19 +176,19 @@ class CompactionService:
         if not session.is_user_session or session.job_lock.locked():
             return False
         generation = session.log.replace_generation
-        async with _barrier(rewrites):
+        async with scope.barrier(turn):
             selection = select_pressure_range(session.log, surface_prices(session.log), 0)
             if selection is None:
                 log.warning("session %s turn %d: context overflow but nothing to compact", session.id, turn)
                 return session.log.replace_generation > generation  # ready landings alone may fit it
             log.info("session %s turn %d: context overflow; compacting %d nodes, then replaying once", session.id,
                      turn, len(selection.shadowed))
-            await self._compact(session, port, config, agent, selection, turn, ready)
+            await self._compact(scope, selection, turn)
         return session.log.replace_generation > generation
 
-    async def _compact(self, session: MirroredSession, port: HostPort, config: EngineConfig, agent: AgentOptions,
-                       selection: Selection, turn: int, ready: ReadyRewrites | None = None) -> dict[str, Any] | None:
+    async def _compact(self, scope: CompactionScope, selection: Selection, turn: int) -> CompactionResult | None:
         """One automatic transaction owned by the open `turn`; its result, or None."""
+        session = scope.session
         if session.log.index.open_turn != turn:
             return None
         # imported on first use: the engine's start-up imports compete with DSH's boot
@@ -204,7 +202,7 @@ class CompactionService:
             return None
         try:
             async with session.job_lock:
-                return await run_transaction(session, port, config, agent, selection, None, turn, self.workers, ready)
+                return await run_transaction(scope, selection, turn=turn)
         except TooSmallToFold as exc:
             log.info("session %s turn %d: no automatic compaction: %s", session.id, turn, exc)
             return None
@@ -215,29 +213,25 @@ class CompactionService:
             log.warning("session %s turn %d: automatic compaction failed: %s", session.id, turn, exc.info.message)
             return None
 
-    async def if_needed(self, session: MirroredSession, trigger: str, config: EngineConfig, port: HostPort,
-                        measurer: Measurer, agent: AgentOptions, rewrites: Rewrites | None = None,
-                        ready: ReadyRewrites | None = None) -> dict[str, Any] | None:
+    async def if_needed(self, scope: CompactionScope, trigger: str, measurer: Measurer) -> CompactionResult | None:
         """DSH's compactIfNeeded seam: one pass of the same policy, returning its result."""
+        session = scope.session
         turn = session.log.index.open_turn
         if turn is None or not session.is_user_session or session.job_lock.locked():
             return None
         if trigger == "context-overflow":
-            async with _barrier(rewrites):
+            async with scope.barrier(turn):
                 selection = select_pressure_range(session.log, surface_prices(session.log), 0)
-                return None if selection is None else await self._compact(session, port, config, agent, selection,
-                                                                          turn, ready)
+                return None if selection is None else await self._compact(scope, selection, turn)
         window = self.window(session)
-        ratio = config.compaction.thresholdRatio
-        measured = await self._over(session, measurer, window, ratio) if window else None
+        measured = await self._over(session, measurer, window, scope.config.compaction.thresholdRatio) \
+            if window else None
         if not window or measured is None:
             return None
-        generation = session.log.replace_generation
-        async with _barrier(rewrites):
-            if session.log.replace_generation != generation:  # landings shrank the surface
-                measured = await self._over(session, measurer, window, ratio)
-                if measured is None:
-                    return None
-            selection = select_pressure_range(session.log, measured.nodes, int(window * config.compaction.retainRatio))
-            return None if selection is None else await self._compact(session, port, config, agent, selection, turn,
-                                                                      ready)
+        async with AsyncExitStack() as barrier:
+            measured = await self._over_in_barrier(scope, measurer, window, turn, measured, barrier)
+            if measured is None:
+                return None
+            selection = select_pressure_range(session.log, measured.nodes,
+                                              int(window * scope.config.compaction.retainRatio))
+            return None if selection is None else await self._compact(scope, selection, turn)

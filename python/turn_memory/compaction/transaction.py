@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from turn_memory.bridge.protocol import CompactionResult, SeqRange
 from turn_memory.compaction.selection import Selection
 from turn_memory.host.dialect import Dialect
 from turn_memory.host.surface import SessionLog
@@ -149,16 +150,9 @@ def commit_plan(log: SessionLog, tx: Transaction, start_seq: int, selection: Sel
 
 
 def result(tx: Transaction, seqs: list[int], start_seq: int, selection: Selection, summary: Summary,
-           shadowed: int) -> dict[str, Any]:
+           shadowed: int) -> CompactionResult:
     summary_seq, _replacement_seq, end_seq = seqs
-    return {
-        "compactionId": tx.compaction_id,
-        **({"sourceCommandId": tx.source_command_id} if tx.source_command_id is not None else {}),
-        "startSeq": start_seq,
-        "summarySeq": summary_seq,
-        "endSeq": end_seq,
-        "summary": summary.blocks,
-        "shadowedRange": {"start": selection.start, "end": selection.end},
-        "shadowedSeqs": list(selection.shadowed),
-        "shadowedTokenCount": shadowed,
-    }
+    return CompactionResult(compactionId=tx.compaction_id, sourceCommandId=tx.source_command_id, startSeq=start_seq,
+                            summarySeq=summary_seq, endSeq=end_seq, summary=summary.blocks,
+                            shadowedRange=SeqRange(start=selection.start, end=selection.end),
+                            shadowedSeqs=list(selection.shadowed), shadowedTokenCount=shadowed)

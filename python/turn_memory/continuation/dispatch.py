@@ -79,12 +79,11 @@ class FollowupDispatcher:
         where = f"session {session.id} turn {request.turn}"
         delivered = False
         try:
-            job = self._turns.jobs.get((session.id, request.turn))
+            job = self._turns.job(session.id, request.turn)
             if job is not None:
-                await job.ready.wait()
-            if job is not None:
+                await job.settled()
                 # the follow-up's own turn carries the landing: never queue one it would refuse
-                ready = job.finished and job.landing is not LandingOutcome.REFUSED and job.landable_in_next_turn()
+                ready = job.compressed and job.landing is not LandingOutcome.REFUSED and job.landable_in_next_turn()
             else:
                 ready = request.turn in session.log.index.landed
             if not ready:
@@ -136,11 +135,9 @@ class FollowupDispatcher:
         if step != 1 or not enabled(config):
             return
         for _, request_turn in self._in_flight(session).values():
-            job = self._turns.jobs.get((session.id, request_turn))
-            if request_turn < turn and job is not None and not job.ready.is_set():
-                try:
-                    await asyncio.wait_for(job.ready.wait(), config.turns.landingWaitS)
-                except asyncio.TimeoutError:
+            job = self._turns.job(session.id, request_turn)
+            if request_turn < turn and job is not None:
+                if not await job.settled(config.turns.landingWaitS):
                     log.info("session %s turn %d: hand-off turn %d still compressing after %.0fs", session.id, turn,
                              request_turn, config.turns.landingWaitS)
 
@@ -165,12 +162,12 @@ class FollowupDispatcher:
         index = session.log.index
         if not index.turn_nodes(request_turn):
             return True  # a checkpoint holds it: not the raw turn
-        job = self._turns.jobs.get((session.id, request_turn))
+        job = self._turns.job(session.id, request_turn)
         if job is not None:
             if job.landing is LandingOutcome.LANDED:
                 return True
-            if deferred and request_turn in self._turns.deferred(session.id, turn) and job.finished \
-                    and not job.landed.is_set():
+            if deferred and request_turn in self._turns.deferred(session.id, turn) and job.compressed \
+                    and not job.done:
                 return job.landable_in_step(turn, 1)
             return False
         return request_turn in index.landed and not index.has_raw_reasoning(request_turn)

@@ -19,7 +19,8 @@ def js_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-def _chars(text: str) -> int:
+def estimate_text(text: str) -> int:
+    """A text's tokens, as the meter counts a string (no block or role overhead)."""
     return -(-js_len(text) // CHARS_PER_TOKEN)  # ceil in integers
 
 
@@ -34,11 +35,11 @@ def estimate_content(blocks: Iterable[dict[str, Any]]) -> int:
             tokens += ((len(text) if text.isascii() else js_len(text)) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN \
                 + BLOCK_OVERHEAD
         elif kind == "tool-call":
-            tokens += _chars(block.get("name", "")) + _chars(block.get("arguments", "")) + BLOCK_OVERHEAD
+            tokens += estimate_text(block.get("name", "")) + estimate_text(block.get("arguments", "")) + BLOCK_OVERHEAD
         elif kind == "tool-result":
             tokens += estimate_content(block.get("content", [])) + BLOCK_OVERHEAD
         else:
-            tokens += BLOCK_OVERHEAD + _chars(json.dumps(block, separators=(",", ":"), ensure_ascii=False))
+            tokens += BLOCK_OVERHEAD + estimate_text(json.dumps(block, separators=(",", ":"), ensure_ascii=False))
     return tokens
 
 

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from enum import Enum
-from typing import Any, AsyncContextManager, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import AsyncContextManager, Iterable, Protocol, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import ThoughtHintsConfig
@@ -37,38 +36,50 @@ class LandingOutcome(Enum):
 class TurnLanding(Protocol):
     """A turn compression's progress (`turns.TurnJob`; read by `continuation`)."""
 
-    #: set once the compression is ready to land, or nothing will land
-    ready: asyncio.Event
-    landed: asyncio.Event
-    #: the worker finished a validated rewrite
-    finished: bool
-    landing: LandingOutcome
+    @property
+    def compressed(self) -> bool:
+        """A validated rewrite exists (landed or not)."""
+
+    @property
+    def done(self) -> bool:
+        """Nothing is left to land."""
+
+    @property
+    def landing(self) -> LandingOutcome: ...
+
+    async def settled(self, timeout: float | None = None) -> bool:
+        """Wait (bounded) until it is ready to land or done; False on timeout."""
 
     def landable_in_next_turn(self) -> bool: ...
 
-    def landable_in_step(self, turn: int, step: int) -> bool: ...
+    def landable_in_step(self, open_turn: int, step: int) -> bool: ...
 
 
 class TurnJobs(Protocol):
-    """The turn service's live jobs, (session id, turn) -> job (`turns.TurnService`)."""
+    """The turn service's live jobs (`turns.TurnService`; read by `continuation`)."""
 
-    @property
-    def jobs(self) -> Mapping[tuple[str, int], TurnLanding]: ...
+    def job(self, session_id: str, turn: int) -> TurnLanding | None: ...
+
+    def deferred(self, session_id: str, turn: int) -> set[int]:
+        """The turns the first pre-step of `turn` left to land at its request (0.2)."""
 
 
 #: a finished, not yet landed turn compression: (the turn's surface positions, its nodes as (role, text))
 ReadyTurn = tuple[tuple[int, ...], list[tuple[str, str]]]
 
 
-class ReadyRewrites(Protocol):
-    """Finished turn compressions that have not landed yet (`turns.TurnService`; read by
-    `compaction`, which folds their compressed form instead of the raw turn, issue 21)."""
+class TurnRewrites(Protocol):
+    """What session compaction needs of the turn rewrites (`turns.TurnService`; read by
+    `compaction`): two writers never rewrite one span, and a compression that is finished but
+    not landed is folded in its compressed form rather than wasted."""
 
-    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]: ...
+    def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
+                        timeout: float) -> AsyncContextManager[None]:
+        """While inside, no queued turn starts compressing. On entry it waits (bounded) for
+        the ones in flight, then lands what is ready into `open_turn` (None: lands nothing)."""
 
-    def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None: ...
+    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
+        """Finished compressions not landed yet whose whole turn lies in `seqs`."""
 
-
-#: enters the session's turn-rewrite barrier (docs/decisions.md#session-compaction-is-one-checkpoint-in-the-hosts-own-transaction): no turn rewrite starts while inside
-#: (`turns.TurnService.rewrite_barrier`, wired by `engine.py`, entered by `compaction`)
-Rewrites = Callable[[], AsyncContextManager[Any]]
+    def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None:
+        """A checkpoint folded these turns' compressed form: nothing of theirs lands any more."""

@@ -42,6 +42,7 @@ from turn_memory.turns import landing_check, sidecar
 from turn_memory.turns.batch_run import BatchRun
 from turn_memory.turns.compression import Compression, surface_positions
 from turn_memory.turns.editor import TurnNodeEditor
+from turn_memory.turns.lifecycle import Lifecycle, Phase
 from turn_memory.turns.marking import Marked, mark
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.results import ResultStore
@@ -60,16 +61,8 @@ class TurnJob:
     results: ResultStore | None = None
     #: the turn's working surface, once it has one (workers ran on it, or its sidecar restored it)
     compression: Compression | None = None
-    finished: bool = False
-    #: why the job stopped compressing ("" while it runs)
-    outcome: str = ""
-    #: how the landing ended (WAITING while it waits), and why it was refused or what folded it
-    landing: LandingOutcome = LandingOutcome.WAITING
-    landing_detail: str = ""
-    #: set when the job stops compressing: a validated landing waits for a pre-step, or
-    #: there is nothing left to land (then `landed` is set too)
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    landed: asyncio.Event = field(default_factory=asyncio.Event)
+    #: the turn's phase and how it got there: the one record of its state (`turns.lifecycle`)
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
     #: takes the turn's thought hints (bounded wait); None: hints are off
     take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
     #: navigation for every worker's prompt (docs/decisions.md#long-thoughts-get-hints); empty when none came back in time
@@ -78,10 +71,6 @@ class TurnJob:
     marking: "asyncio.Task[None] | None" = None
     #: DSH's token estimate of the turn's surface nodes when it was marked
     tokens: int = 0
-    #: pending and waiting for the policy to find it worth a worker (it blocks no landing)
-    held: bool = False
-    #: set once the policy decided about the turn (held or dispatched), or it stopped
-    decided: asyncio.Event = field(default_factory=asyncio.Event)
     #: the turns of the batch this job's turn was compressed with (empty: on its own)
     batch_turns: list[int] = field(default_factory=list)
     #: turn starts this ready compression waited through for a landing that keeps its shape
@@ -91,37 +80,75 @@ class TurnJob:
     #: its own provenance while it runs
     _batch: BatchRun | None = None
     _started: float = 0.0
+    #: replaced at every move: whoever waits for a phase wakes and looks again
+    _moved: asyncio.Event = field(default_factory=asyncio.Event)
 
     def __post_init__(self) -> None:
         self.job_id = self.job_id or f"{self.session.id}#turn{self.turn}"
 
     @property
+    def phase(self) -> Phase:
+        return self.lifecycle.phase
+
+    @property
     def done(self) -> bool:
-        return self.landed.is_set()
+        """Nothing is left to land (landed, refused, no-op, folded, stopped)."""
+        return self.phase.terminal
+
+    @property
+    def held(self) -> bool:
+        return self.phase.held
+
+    @property
+    def compressed(self) -> bool:
+        """A worker (or the sidecar) produced a validated rewrite, landed or not."""
+        return self.lifecycle.reached(Phase.READY)
+
+    @property
+    def landing(self) -> LandingOutcome:
+        """How the landing ended (WAITING while nothing has: held, compressing, ready, stopped)."""
+        return _LANDINGS.get(self.phase, LandingOutcome.WAITING)
 
     @property
     def where(self) -> str:
         return f"session {self.session.id} turn {self.turn}"
 
-    def stop(self, outcome: str) -> None:
-        """Nothing will land (skipped, no-op landed at once, gave up)."""
-        self.outcome = self.outcome or outcome
-        self.landed.set()
-        self.ready.set()
-        self.decided.set()
+    def move(self, to: Phase, reason: str) -> None:
+        """Move the turn to its next phase (`turns.lifecycle` refuses any other move)."""
+        self.lifecycle.move(to, reason)
+        log.debug("%s: %s (%s)", self.where, to.value, reason)
+        moved, self._moved = self._moved, asyncio.Event()
+        moved.set()
+
+    def stop(self, reason: str) -> None:
+        """Nothing will land in this process (skipped, gave up, crashed)."""
+        if not self.done:
+            self.move(Phase.STOPPED, reason)
+
+    async def until(self, test: Callable[[Phase], bool], timeout: float | None = None) -> bool:
+        """Wait (bounded by `timeout`) until the phase passes `test`; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not test(self.phase):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._moved.wait(), left)
+            except asyncio.TimeoutError:
+                return False
+        return True
+
+    async def settled(self, timeout: float | None = None) -> bool:
+        """Wait (bounded) until it is ready to land or done; False on timeout."""
+        return await self.until(lambda p: p.settled, timeout)
 
     async def ready_unless_held(self, timeout: float) -> bool:
         """Wait (bounded) until the compression is ready; False at once when the policy holds
         the turn (no worker is coming for it now), or after `timeout`."""
         deadline = time.monotonic() + timeout
-        try:
-            await asyncio.wait_for(self.decided.wait(), timeout)
-            if self.held:
-                return False
-            await asyncio.wait_for(self.ready.wait(), max(0.0, deadline - time.monotonic()))
-            return True
-        except asyncio.TimeoutError:
+        if not await self.until(lambda p: p.decided, timeout) or self.held:
             return False
+        return await self.until(lambda p: p.settled, max(0.0, deadline - time.monotonic()))
 
     # -- turn/end: the pending marker --------------------------------------------------
     async def mark(self) -> None:
@@ -137,9 +164,12 @@ class TurnJob:
         self.tokens = marking.tokens
         if marking.marked is Marked.SKIPPED:
             self.stop("skipped")
+        elif marking.marked is Marked.NO_OP and marking.landing is LandingOutcome.REFUSED:
+            self.move(Phase.REFUSED, f"no-op ({marking.problem}); its marker was refused: {marking.refusal}")
         elif marking.marked is Marked.NO_OP:
-            self.landing, self.landing_detail = marking.landing, marking.refusal
-            self.stop(f"no-op ({marking.problem})")
+            self.move(Phase.NO_OP, f"no-op ({marking.problem})")
+        else:
+            self.move(Phase.PENDING, "marked pending")
 
     # -- the whole job -----------------------------------------------------------------
     async def run(self, batch: Sequence["TurnJob"] = ()) -> None:
@@ -153,6 +183,8 @@ class TurnJob:
         started = time.monotonic()
         for job in group:
             job._started = started
+            if job.phase is Phase.DISPATCHED:
+                job.move(Phase.COMPRESSING, "its worker run started")
         try:
             for job in group:  # the pending markers (or no-ops), started at turn/end
                 if job.marking is not None:
@@ -162,7 +194,7 @@ class TurnJob:
             await self._run(group)
         finally:
             for job in group:
-                if not job.ready.is_set():  # gave up, or crashed: nothing will land
+                if not job.phase.settled:  # crashed: nothing will land
                     job.stop("stopped")
                 job._report()
 
@@ -171,14 +203,14 @@ class TurnJob:
         modes = f" ({', '.join(c.modes)})" if c is not None and c.modes else ""
         batch = (f" (one worker run for turns {', '.join(map(str, self.batch_turns))}: workers, requests and time "
                  "are the batch's)" if len(self.batch_turns) > 1 else "")
-        log.info("%s: job %s: %d worker(s)%s, %d model request(s), %.1fs%s", self.where, self.outcome,
+        log.info("%s: job %s: %d worker(s)%s, %d model request(s), %.1fs%s", self.where, self.lifecycle.reason,
                  len(c.workers) if c is not None else 0, modes, c.requests if c is not None else 0,
                  time.monotonic() - self._started, batch)
 
     async def _run(self, group: list["TurnJob"]) -> None:
         todo: list[tuple[TurnJob, list[int], list[OriginalNode]]] = []
         for job in group:
-            if not job.ready.is_set() and (needs := await job._setup()) is not None:
+            if not job.phase.settled and (needs := await job._setup()) is not None:
                 todo.append((job, *needs))
         if not todo:
             return
@@ -202,20 +234,18 @@ class TurnJob:
                 job.batch_turns = batch.turns if prefix else []
         if gave_up is not None:
             for job, _ in work:
-                job.outcome = f"gave up: {gave_up}; the turn stays raw (pending, retried on the next start)"
-                log.warning("%s: %s", job.where, job.outcome)
-                job.stop(job.outcome)
+                why = f"gave up: {gave_up}; the turn stays raw (pending, retried on the next start)"
+                log.warning("%s: %s", job.where, why)
+                job.stop(why)
             return
         for job, c in work:
-            job.finished = True
             log.info("%s: finished by worker %d (%s)%s; %d -> %d nodes; landing at the next pre-step", job.where,
                      len(c.workers), ", ".join(c.modes),
                      f" with turns {', '.join(map(str, batch.turns))}" if prefix else "",
                      len(c.positions), len(c.editor.nodes))
-            job.outcome = "finished; landing at the next landing point"
             if job.results is not None:
                 sidecar.save(job.results, job.session.log, job.session.id, job.turn, c)
-            job.ready.set()
+            job.move(Phase.READY, "finished; landing at the next landing point")
 
     async def _setup(self) -> tuple[list[int], list[OriginalNode]] | None:
         """The turn's positions and original nodes, its hints taken, when it needs a worker;
@@ -230,10 +260,8 @@ class TurnJob:
                                    self.where) if self.results is not None else None
         if restored is not None:
             self.compression = restored
-            self.finished = True
-            self.outcome = "restored its finished compression from the sidecar file (no worker); landing at the next " \
-                           "landing point"
-            self.ready.set()
+            self.move(Phase.READY, "restored its finished compression from the sidecar file (no worker); landing at "
+                                   "the next landing point")
             return None
         self.hints = await self._take_hints()
         return positions, originals
@@ -271,7 +299,7 @@ class TurnJob:
     def landable_in_next_turn(self) -> bool:
         """Whether the landing would be accepted at the next turn's landing point (its first
         pre-step; 0.2: its first step's request), were that turn to start now."""
-        if self.landed.is_set() or not self.finished or self.compression is None:
+        if self.phase is not Phase.READY or self.compression is None:
             return self.landing is LandingOutcome.LANDED
         turn, why = landing_check.refusal_in_next_turn(self.session.log, self.turn, self.compression)
         if why is not None:
@@ -301,12 +329,11 @@ class TurnJob:
             return True
         c = self.compression
         assert c is not None, "only a finished job lands"
-        self.landing = LandingOutcome.LANDED
         self._forget_result(None)
         together = f", in one block with turns {', '.join(map(str, block))}" if len(block) > 1 else ""
         log.info("%s: landed (%d -> %d nodes, %d worker(s), %d model request(s)%s)", self.where, len(c.positions),
                  len(c.editor.nodes), len(c.workers), c.requests, together)
-        self.landed.set()
+        self.move(Phase.LANDED, f"landed{together}")
         return True
 
     def fold_into(self, checkpoint_seq: int) -> None:
@@ -315,15 +342,13 @@ class TurnJob:
         c = self.compression
         log.info("%s: the checkpoint at seq %d folded this compressed turn (%d -> %d nodes); nothing left to land",
                  self.where, checkpoint_seq, len(c.positions) if c else 0, len(c.editor.nodes) if c else 0)
-        self.landing, self.landing_detail = LandingOutcome.FOLDED, f"into the checkpoint at seq {checkpoint_seq}"
         self._forget_result("a checkpoint folded it")
-        self.landed.set()
+        self.move(Phase.FOLDED, f"into the checkpoint at seq {checkpoint_seq}")
 
     def _refused_landing(self, why: str) -> None:
         log.warning("%s: landing refused, the turn stays raw: %s", self.where, why)
-        self.landing, self.landing_detail = LandingOutcome.REFUSED, why
         self._forget_result("its landing was refused")  # the same plan would be refused again
-        self.landed.set()
+        self.move(Phase.REFUSED, why)
 
     def _forget_result(self, why: str | None) -> None:
         if self.results is not None:
@@ -334,3 +359,8 @@ class TurnJob:
         self.session, self.port = session, port
         if results is not None:
             self.results = results
+
+
+#: the landing outcome each phase that ends a landing reads as (`LandingOutcome`, for `continuation`)
+_LANDINGS = {Phase.LANDED: LandingOutcome.LANDED, Phase.NO_OP: LandingOutcome.LANDED,
+             Phase.REFUSED: LandingOutcome.REFUSED, Phase.FOLDED: LandingOutcome.FOLDED}

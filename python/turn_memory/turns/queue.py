@@ -15,6 +15,11 @@ in turn order: the turn service lands a ready turn only after every earlier disp
 (held turns do not block them). The scheduler restarts if work arrives exactly as it exits,
 so a turn can never be stranded.
 
+The queue keeps no turn state of its own: which turns are arrived, held, dispatched or
+compressing is each turn's phase (`turns.lifecycle`), read through `TurnWork`, the narrow
+interface the turn service gives it; the queue only remembers which turns it was given (once
+per process) and which turns each running job took.
+
 Session compaction coordinates through `held()` (no new job starts while it reads and
 replaces the surface) and `settled()` (no job is compressing).
 """
@@ -22,22 +27,38 @@ replaces the surface) and `settled()` (no job is compressing).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 from contextlib import contextmanager
-from typing import Awaitable, Callable, Iterator
+from typing import Iterator, Protocol
+
+from turn_memory.turns.lifecycle import Phase
 
 log = logging.getLogger("turn_memory.turns")
 
-#: marks an arrived turn (pending or no-op); True when it still needs a worker
-Admit = Callable[[int], Awaitable[bool]]
-#: (held turns, oldest first) -> the turns to compress now
-Choose = Callable[[list[int]], list[int]]
-#: compresses a batch of turns with one worker, until each is ready (not until it has landed)
-Runner = Callable[[list[int]], Awaitable[None]]
-#: (slots, batches): jobs that may run at once, and how waiting turns split into jobs (turns per
-#: job, oldest first; read at every start)
-Limits = Callable[[], tuple[int, Callable[[list[int]], list[int]]]]
+
+class TurnWork(Protocol):
+    """What the queue asks of one session's turns (`turns.service.SessionTurns`)."""
+
+    def phase(self, turn: int) -> Phase | None:
+        """The turn's phase; None once the service forgot it (nothing left to do)."""
+
+    async def admit(self, turn: int) -> None:
+        """Wait for the turn's marker: ARRIVED -> PENDING, or a phase that needs no worker."""
+
+    def choose(self, turns: list[int]) -> None:
+        """The compression policy over the held turns (oldest first): each moves to HELD or DISPATCHED."""
+
+    async def compress(self, turns: list[int]) -> None:
+        """One job over dispatched turns: returns when each is ready (not when it landed) or stopped."""
+
+    def stop(self, turn: int, reason: str) -> None:
+        """Something crashed on the turn's way: nothing will land in this process."""
+
+    def slots(self) -> int:
+        """Jobs that may run at once (read at every start)."""
+
+    def batch(self, turns: list[int]) -> int:
+        """How many of the waiting turns (oldest first) the next job takes (at least 1)."""
 
 
 async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
@@ -49,14 +70,13 @@ async def _wait(event: asyncio.Event, timeout: float | None) -> bool:
 
 
 class TurnQueue:
-    def __init__(self, session_id: str, admit: Admit, choose: Choose, run: Runner, limits: Limits):
+    def __init__(self, session_id: str, work: TurnWork):
         self.session_id = session_id
-        self._admit, self._choose, self._run, self._limits = admit, choose, run, limits
+        self._work = work
+        #: every turn given to the queue in this process (a turn is queued once)
         self._seen: set[int] = set()
-        #: arrived, not admitted yet / admitted, not worth a worker yet / chosen, waiting for a slot
-        self._arrived: list[int] = []
-        self._held: list[int] = []
-        self._waiting: list[int] = []
+        #: the given turns the queue still has work for (neither ready nor done)
+        self._live: set[int] = set()
         #: first turn of a running job -> every turn it compresses
         self._running: dict[int, list[int]] = {}
         self._jobs: set[asyncio.Task[None]] = set()
@@ -78,37 +98,50 @@ class TurnQueue:
 
     # -- arrivals ----------------------------------------------------------------------
     def enqueue(self, turn: int) -> bool:
-        """Queue a turn once per process; returns False when it was already seen."""
+        """Queue a turn once per process (its phase ARRIVED); returns False when it was already seen."""
         if turn in self._seen or self._closed:
             return False
         self._seen.add(turn)
-        bisect.insort(self._arrived, turn)
+        self._live.add(turn)
         self._idle.clear()
         self._wake()
         return True
 
     def forget(self, turn: int) -> None:
-        """Allow a turn to be queued again (its job gave up; a later recovery may retry)."""
+        """Allow a turn to be queued again (its job stopped; a later recovery may retry)."""
         self._seen.discard(turn)
+        self._live.discard(turn)
 
-    def drop(self, turn: int) -> None:
-        """A held turn leaves the queue for good in this process (a checkpoint took it)."""
-        if turn in self._held:
-            self._held.remove(turn)
+    def _in(self, *phases: Phase) -> list[int]:
+        """The live turns in one of `phases`, oldest first; turns settled or forgotten leave."""
+        out = []
+        for turn in sorted(self._live):
+            phase = self._work.phase(turn)
+            if phase is None or (phase.settled and not self._is_running(turn)):
+                self._live.discard(turn)
+            elif phase in phases:
+                out.append(turn)
+        return out
+
+    def _is_running(self, turn: int) -> bool:
+        return any(turn in turns for turns in self._running.values())
 
     @property
     def pending(self) -> list[int]:
         """Turns arrived or chosen that no job has taken yet."""
-        return sorted(self._arrived + self._waiting)
+        return [t for t in self._in(Phase.ARRIVED, Phase.DISPATCHED) if not self._is_running(t)]
 
     @property
     def held_turns(self) -> list[int]:
-        return list(self._held)
+        return self._in(Phase.PENDING, Phase.HELD)
 
     @property
     def running(self) -> list[int]:
         """Every turn a running job compresses, in order."""
         return sorted(t for turns in self._running.values() for t in turns)
+
+    def _waiting(self) -> list[int]:
+        return [t for t in self._in(Phase.DISPATCHED) if not self._is_running(t)]
 
     # -- the scheduler -----------------------------------------------------------------
     def _wake(self) -> None:
@@ -120,51 +153,41 @@ class TurnQueue:
         try:
             while True:
                 self._kick.clear()
-                if self._arrived:
+                if self._in(Phase.ARRIVED):
                     await self._admit_arrivals()
                     continue  # more may have arrived meanwhile: admit them before any job starts
-                if self._waiting and self._released.is_set():
+                if self._waiting() and self._released.is_set():
                     self._start_jobs()
-                if not self._arrived and not self._waiting and not self._running:
+                if not self._waiting() and not self._running:
                     break
                 await self._kick.wait()
         except asyncio.CancelledError:
             self._closed = True  # the engine is shutting down: never restart
             raise
         finally:
-            if self._arrived and not self._closed:  # work arrived while exiting: keep going
+            if self._in(Phase.ARRIVED) and not self._closed:  # work arrived while exiting: keep going
                 self._scheduler = asyncio.get_running_loop().create_task(self._schedule())
-            elif not self._waiting and not self._running:
+            elif not self._waiting() and not self._running:
                 self._idle.set()
 
     async def _admit_arrivals(self) -> None:
         admitted = False
-        while self._arrived:
-            turn = self._arrived.pop(0)
+        while arrived := self._in(Phase.ARRIVED):
+            turn = arrived[0]
             try:
-                keep = await self._admit(turn)
+                await self._work.admit(turn)
             except Exception:
                 log.exception("session %s turn %d: marking the turn crashed; it stays raw", self.session_id, turn)
-                keep = False
-            if keep:
-                bisect.insort(self._held, turn)
-                admitted = True
-        if admitted or self._held:
-            try:
-                chosen = set(self._choose(list(self._held)))
-            except Exception:
-                log.exception("session %s: the compression policy crashed; every held turn gets a worker",
-                              self.session_id)
-                chosen = set(self._held)
-            for turn in [t for t in self._held if t in chosen]:
-                self._held.remove(turn)
-                bisect.insort(self._waiting, turn)
+            if self._work.phase(turn) is Phase.ARRIVED:  # never admitted (it crashed): it must not come back
+                self._work.stop(turn, "marking the turn crashed")
+            admitted = admitted or self._work.phase(turn) is Phase.PENDING
+        held = self._in(Phase.PENDING, Phase.HELD)
+        if admitted or held:
+            self._work.choose(held)
 
     def _start_jobs(self) -> None:
-        slots, batches = self._limits()
-        while self._waiting and len(self._running) < max(1, slots):
-            turns = self._waiting[:max(1, batches(list(self._waiting))[0])]
-            del self._waiting[:len(turns)]
+        while (waiting := self._waiting()) and len(self._running) < max(1, self._work.slots()):
+            turns = waiting[:max(1, self._work.batch(waiting))]
             self._running[turns[0]] = turns
             self._quiet.clear()
             task = asyncio.get_running_loop().create_task(self._job(turns))
@@ -173,12 +196,14 @@ class TurnQueue:
 
     async def _job(self, turns: list[int]) -> None:
         try:
-            await self._run(turns)
+            await self._work.compress(turns)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("session %s turns %s: compression job crashed; the turns stay raw", self.session_id,
                           ", ".join(map(str, turns)))
+            for turn in turns:
+                self._work.stop(turn, "its compression job crashed")
         finally:
             self._running.pop(turns[0], None)
             if not self._running:
@@ -200,7 +225,7 @@ class TurnQueue:
             self._holds -= 1
             if not self._holds:
                 self._released.set()
-                if self._waiting and not self._closed:
+                if self._waiting() and not self._closed:
                     self._wake()
 
     async def released(self) -> None:

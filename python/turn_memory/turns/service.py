@@ -5,14 +5,14 @@ and on every full resync (agent/created, reconnect) the recovery scan. Each turn
 marked at once, then the compression policy (`turns.eligibility`) decides from what the
 session shows — the turns' sizes, its requests so far, how full the window is, how far behind
 the workers are (how turns share workers) — whether it, with the turns held before it, gets a
-worker now; the queue
-(`turns.queue`) runs up to `turns.concurrentJobs` jobs at once. A finished compression lands
+worker now; the queue (`turns.queue`) runs up to `turns.concurrentJobs` jobs at once. A finished compression lands
 at the first pre-step after it is ready (any step of any later turn), every ready one in
 that pre-step, oldest first and never past an earlier dispatched turn that is not ready; no
 request waits for it, unless `turns.landingBarrier` asks each turn's first request to wait
 (bounded) for the previous turn. Session compaction waits (bounded) for the rewrites in
 flight through `rewrite_barrier` (two writers never rewrite one span), and only when it is
-about to run.
+about to run. Each turn's state is its job's phase (`turns.lifecycle`); `SessionTurns` holds one
+session's jobs and is its queue's `TurnWork`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
+from turn_memory.host.tokens import estimate_text
 from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns import eligibility, landing_check
 from turn_memory.turns.job import TurnJob
+from turn_memory.turns.lifecycle import Phase
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
 from turn_memory.turns.results import ResultStore
@@ -41,219 +43,122 @@ log = logging.getLogger("turn_memory.turns")
 WindowOf = Callable[[MirroredSession], "int | None"]
 
 
-class TurnService:
-    def __init__(self, workers: WorkerRegistry, hints: HintSource | None = None,
-                 window_of: WindowOf | None = None) -> None:
-        self.queues: dict[str, TurnQueue] = {}
-        self.hints = hints
-        #: marked, held, queued, compressing, and ready ones whose landing waits for a pre-step:
-        #: (session, turn) -> job
-        self.jobs: dict[tuple[str, int], TurnJob] = {}
-        self.workers = workers
-        self.window_of = window_of
-        #: the config each session's jobs were last queued with (the policy and the queue read it)
-        self._configs: dict[str, EngineConfig] = {}
-        #: session -> (raw tokens, kept tokens) of the rewrites landed in this process
-        self._kept: dict[str, tuple[int, int]] = {}
-        #: session -> (turn, turns) a turn's first pre-step left to land at its request (0.2)
-        self._deferred: dict[str, tuple[int, set[int]]] = {}
+class SessionTurns:
+    """One user session's turns: their jobs (turn -> job, each holding the turn's phase), the
+    queue that schedules them, and what the compression policy learns of the session. It is
+    the queue's `TurnWork`."""
 
-    def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
-                  port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
-        if not config.turns.enabled or not session.is_user_session:
-            return
-        if reset:
-            # the session may have been closed and reopened (a new mirror entry) or the shim
-            # reconnected: a job of this process reads the session as it is now, so a finished
-            # one still lands at the reopened session's next landing point
-            for (sid, _), job in self.jobs.items():
-                if sid == session.id and not job.done:
-                    job.rebind(session, port(), results)
-            live_from = session.meta.liveFrom if session.meta is not None else None
-            redo = turns_to_recover(session.log, live_from, session.continuations)
-            for turn in redo:
-                if self._enqueue(session, turn, port, config, results):
-                    log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
-            if results is not None:
-                self._drop_stale_results(session, results, set(redo))
-            return
-        for event in events:
-            if event["type"] == "turn/end":
-                self._enqueue(session, event["data"]["turn"], port, config, results)
+    def __init__(self, session_id: str, config: EngineConfig, workers: WorkerRegistry,
+                 hints: HintSource | None, window_of: WindowOf | None) -> None:
+        self.id = session_id
+        #: the config the session's turns were last queued with (the policy and the queue read it)
+        self.config = config
+        #: marked, held, queued, compressing, and ready ones whose landing waits for a landing point
+        self.jobs: dict[int, TurnJob] = {}
+        self.queue = TurnQueue(session_id, self)
+        #: (raw tokens, kept tokens) of the rewrites landed in this process
+        self.kept = (0, 0)
+        #: (turn, turns) a turn's first pre-step left to land at its request (0.2)
+        self.deferred: tuple[int, set[int]] | None = None
+        self._workers, self._hints, self._window_of = workers, hints, window_of
 
-    def _drop_stale_results(self, session: MirroredSession, results: ResultStore, redo: set[int]) -> None:
-        """A kept compression of a turn recovery does not redo has no landing left to make."""
-        for turn in results.turns(session.id):
-            if turn not in redo and (session.id, turn) not in self.jobs:
-                why = "the turn already landed" if turn in session.log.index.landed else "the turn is not pending"
-                results.delete(session.id, turn, f"stale: {why}")
+    # -- TurnWork: what the queue asks ---------------------------------------------------
+    def phase(self, turn: int) -> Phase | None:
+        job = self.jobs.get(turn)
+        return job.phase if job is not None else None
 
-    def _queue(self, session_id: str) -> TurnQueue:
-        queue = self.queues.get(session_id)
-        if queue is None:
-            def limits() -> tuple[int, Callable[[list[int]], list[int]]]:
-                config = self._configs[session_id].turns
-                return config.concurrentJobs, lambda turns: eligibility.batches(
-                    [self.jobs[(session_id, t)].tokens for t in turns], config)
-
-            queue = self.queues[session_id] = TurnQueue(
-                session_id, lambda t: self._admit(session_id, t), lambda held: self._choose(session_id, held),
-                lambda turns: self._run(session_id, turns), limits)
-        return queue
-
-    def _enqueue(self, session: MirroredSession, turn: int, port: Callable[[], HostPort], config: EngineConfig,
-                 results: ResultStore | None = None) -> bool:
-        self._configs[session.id] = config
-        queue = self._queue(session.id)
-        existing = self.jobs.get((session.id, turn))
-        if existing is not None and not existing.done:
-            return False
-        job = TurnJob(session, port(), config.turns, turn, results=results)
-        if self.hints is not None and config.thoughtHints.enabled:
-            hints = self.hints
-            job.take_hints = lambda: hints.take(job.session, turn, job.port, config.thoughtHints)
-        if not queue.enqueue(turn):
-            return False
-        self.jobs[(session.id, turn)] = job
-        self.workers.add(job.job_id, job)
-        job.marking = asyncio.get_running_loop().create_task(self._mark(queue, job))
-        return True
-
-    @staticmethod
-    async def _mark(queue: TurnQueue, job: TurnJob) -> None:
-        """The pending marker, at turn/end (docs/decisions.md#turns-are-recovered-from-the-log): one at a time,
-        never under a compaction."""
-        async with queue.marking:
-            await queue.released()
-            await job.mark()
-
-    async def _admit(self, session_id: str, turn: int) -> bool:
-        """The queue's admission: the turn's marker has landed; True when it still needs a worker."""
-        job = self.jobs[(session_id, turn)]
+    async def admit(self, turn: int) -> None:
+        job = self.jobs[turn]
         if job.marking is not None:
             await job.marking
-        if job.ready.is_set():  # no-op, skipped: nothing left to do
-            self._finish(session_id, [job])
-            return False
-        job.held = True
-        return True
+        if job.done:  # no-op, skipped: nothing left to do
+            self.finish([job])
 
-    def _choose(self, session_id: str, held: list[int]) -> list[int]:
-        """The queue's policy call: which held turns (oldest first) get a worker now (logged)."""
-        jobs = [self.jobs[(session_id, t)] for t in held]
-        queue = self.queues[session_id]
-        gone = [job for job in jobs if not job.session.log.index.turn_nodes(job.turn)]
-        for job in gone:  # a checkpoint took it while it was held
-            queue.drop(job.turn)
-            job.stop("skipped: a checkpoint folded the turn while it was held")
-            self._finish(session_id, [job])
-        jobs = [job for job in jobs if job not in gone]
+    def choose(self, turns: list[int]) -> None:
+        """The compression policy over the held turns, oldest first (logged): each moves to
+        HELD or DISPATCHED; a policy that crashes gives every one of them a worker."""
+        jobs = [self.jobs[t] for t in turns]
+        for job in [j for j in jobs if not j.session.log.index.turn_nodes(j.turn)]:
+            job.move(Phase.FOLDED, "a checkpoint folded the turn while it was held")
+            self.finish([job])
+        jobs = [job for job in jobs if not job.done]
         if not jobs:
-            return []
-        session, config = jobs[0].session, self._configs[session_id]
-        candidates = [eligibility.TurnFacts(job.turn, job.session.log.tokens(job.session.log.index.turn_nodes(job.turn)),
+            return
+        session = jobs[0].session
+        candidates = [eligibility.TurnFacts(job.turn, session.log.tokens(session.log.index.turn_nodes(job.turn)),
                                             job.turn in session.continuations.requests) for job in jobs]
-        choice = eligibility.choose(candidates, self._session_facts(session, config), config.turns)
-        where = f"session {session_id} turn{'s' if len(jobs) > 1 else ''} {', '.join(str(j.turn) for j in jobs)}"
-        log.info("%s: %s; %s", where, "compressing" if choice.dispatch else "held", choice.reason)
+        try:
+            choice = eligibility.choose(candidates, self._session_facts(session), self.config.turns)
+            chosen, reason = set(choice.dispatch), choice.reason
+        except Exception:
+            log.exception("session %s: the compression policy crashed; every held turn gets a worker", self.id)
+            chosen, reason = {job.turn for job in jobs}, "the compression policy crashed"
+        where = f"session {self.id} turn{'s' if len(jobs) > 1 else ''} {', '.join(str(j.turn) for j in jobs)}"
+        log.info("%s: %s; %s", where, "compressing" if chosen else "held", reason)
         for job in jobs:
-            job.held = job.turn not in choice.dispatch
-            job.decided.set()
-        return list(choice.dispatch)
+            if job.turn in chosen:
+                job.move(Phase.DISPATCHED, reason)
+            elif job.phase is Phase.PENDING:
+                job.move(Phase.HELD, reason)
 
-    def _session_facts(self, session: MirroredSession, config: EngineConfig) -> eligibility.SessionFacts:
+    def _session_facts(self, session: MirroredSession) -> eligibility.SessionFacts:
         index = session.log.index
-        window = self.window_of(session) if self.window_of is not None else None
-        raw, kept = self._kept.get(session.id, (0, 0))
+        window = self._window_of(session) if self._window_of is not None else None
+        raw, kept = self.kept
         return eligibility.SessionFacts(
             agent_requests=index.completed_steps(), surface_tokens=session.log.tokens(),
-            threshold_tokens=int(window * config.compaction.thresholdRatio) if window else None,
+            threshold_tokens=int(window * self.config.compaction.thresholdRatio) if window else None,
             keep_ratio=kept / raw if raw else None)
 
-    async def _run(self, session_id: str, turns: list[int]) -> None:
-        """The queue's runner: returns when every turn of the batch is ready; landings wait in `jobs`.
-
-        One worker reads and rewrites the batch's turns together, once; each still
-        lands, and is reported, on its own."""
-        job, *batch = [self.jobs[(session_id, t)] for t in turns]
+    async def compress(self, turns: list[int]) -> None:
+        """One worker reads and rewrites the batch's turns together, once; each still lands,
+        and is reported, on its own. Returns when every turn is ready; landings wait in `jobs`."""
+        job, *batch = [self.jobs[t] for t in turns]
         try:
             await job.run(batch)
         finally:
-            self._finish(session_id, [job, *batch])
+            self.finish([job, *batch])
 
-    def _finish(self, session_id: str, jobs: Iterable[TurnJob]) -> None:
+    def stop(self, turn: int, reason: str) -> None:
+        job = self.jobs.get(turn)
+        if job is not None:
+            job.stop(reason)
+            self.finish([job])
+
+    def slots(self) -> int:
+        return self.config.turns.concurrentJobs
+
+    def batch(self, turns: list[int]) -> int:
+        return eligibility.batches([self.jobs[t].tokens for t in turns], self.config.turns)[0]
+
+    def finish(self, jobs: Iterable[TurnJob]) -> None:
         """Jobs that stopped compressing: forget what nothing waits for any more."""
         for done in jobs:
-            self.workers.remove(done.job_id)
-            if self.hints is not None:
-                self.hints.forget(session_id, done.turn)  # a job that never took them (skipped, no-op)
-            key = (session_id, done.turn)
-            if done.done and self.jobs.get(key) is done:  # nothing waits to land (skipped, no-op, gave up)
-                del self.jobs[key]
-            if not done.finished and session_id in self.queues:
-                self.queues[session_id].forget(done.turn)  # a later recovery may retry it
+            self._workers.remove(done.job_id)
+            if self._hints is not None:
+                self._hints.forget(self.id, done.turn)  # a job that never took them (skipped, no-op)
+            if done.done and self.jobs.get(done.turn) is done:  # nothing waits to land
+                del self.jobs[done.turn]
+            if not done.compressed:
+                self.queue.forget(done.turn)  # a later recovery may retry it
 
-    def note_landing(self, job: TurnJob) -> None:
-        """A rewrite landed: what it kept tells the policy what this session's rewrites keep."""
-        if job.compression is None or not job.tokens or not job.compression.editor.changed:
-            return
-        kept = sum(-(-len(node.text) // 4) for node in job.compression.editor.nodes)
-        raw, before = self._kept.get(job.session.id, (0, 0))
-        self._kept[job.session.id] = (raw + job.tokens, before + kept)
-
-    async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
-        """Before a step of `turn` starts: land every earlier turn whose compression is ready.
-
-        With `turns.landingBarrier` the first step first waits (bounded) for the previous
-        turn, queued or compressing, so the request about to be made already carries it.
-        Returns True when a landing waits for this step's `agent/request` instead (see
-        `at_request`).
-        """
-        previous = self.jobs.get((session.id, turn - 1))
-        if config.turns.landingBarrier and step == 1 and previous is not None and not previous.ready.is_set() \
-                and not previous.held:
-            started = time.monotonic()
-            if await previous.ready_unless_held(config.turns.landingWaitS):
-                log.info("session %s turn %d step 1: waited %d ms for turn %d's compression (landing barrier)",
-                         session.id, turn, (time.monotonic() - started) * 1000, previous.turn)
-            elif not previous.held:
-                log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
-                         previous.turn, config.turns.landingWaitS, turn)
-        # 0.2 reloads appended assistant nodes only inside a step the agent loop opened, and the
-        # turn just ended is still the surface tail once this turn's first step has opened (the
-        # turn's user message is committed after agent/request): ready turns that reach the tail
-        # land there, as one block keeping their shape
-        turn_start = step == 1 and not session.log.dialect.plugin_steps
-        return await self.land_ready(session, turn, turn_start=turn_start, wait_turns=config.turns.shapeWaitTurns)
-
-    async def at_request(self, session: MirroredSession, turn: int, step: int) -> None:
-        """Inside the loop's step `step` of `turn`, before it commits anything: land what is ready."""
-        config = self._configs.get(session.id)
-        await self.land_ready(session, turn, open_step=step,
-                              wait_turns=config.turns.shapeWaitTurns if config is not None else 0)
-        self._deferred.pop(session.id, None)
-
-    def deferred(self, session_id: str, turn: int) -> set[int]:
-        """The turns the first pre-step of `turn` left to land at its request (0.2)."""
-        at, turns = self._deferred.get(session_id, (None, set()))
-        return turns if at == turn else set()
-
-    def _ready(self, session: MirroredSession, open_turn: int) -> list[TurnJob]:
+    # -- landing points ------------------------------------------------------------------
+    def _ready(self, open_turn: int) -> list[TurnJob]:
         """Finished compressions of turns before `open_turn` that may land now, oldest first:
         up to the first earlier dispatched turn that is not ready (landings stay in turn
         order; a held turn blocks nothing: it waits for later turns, not for a worker). Jobs
         with nothing left to land are forgotten on the way."""
         out = []
-        for key in sorted(k for k in self.jobs if k[0] == session.id and k[1] < open_turn):
-            job = self.jobs[key]
+        for turn in sorted(t for t in self.jobs if t < open_turn):
+            job = self.jobs[turn]
             if job.held:
                 continue
-            if not job.ready.is_set():
-                break
             if job.done:
-                self.jobs.pop(key, None)
-            elif job.finished:
+                self.jobs.pop(turn, None)
+            elif job.phase is Phase.READY:
                 out.append(job)
+            else:
+                break
         return out
 
     async def land_ready(self, session: MirroredSession, open_turn: int, *, open_step: int | None = None,
@@ -266,7 +171,7 @@ class TurnService:
         True). An older one that could only land as one user message waits for a block to take
         it until the `wait_turns`-th turn start, then lands as it can (later turns wait behind it).
         """
-        ready = self._ready(session, open_turn)
+        ready = self._ready(open_turn)
         if not ready:
             return False
         log_ = session.log
@@ -286,27 +191,30 @@ class TurnService:
                 return False
             if not await job.land_into(open_turn, open_step):
                 return False  # it stays ready and lands at a later landing point; later turns wait for it
-            self._landed(session, job)
+            self._landed(job)
         if not block:
             return False
         if open_step is None:
-            self._deferred[session.id] = (open_turn, {job.turn for job in block})
+            self.deferred = (open_turn, {job.turn for job in block})
             return True
+        await self._land_block(session, block, pairs[-size:], open_turn, open_step)
+        return False
+
+    async def _land_block(self, session: MirroredSession, block: list[TurnJob],
+                          pairs: list[tuple[int, Any]], open_turn: int, open_step: int) -> None:
         turns = [job.turn for job in block]
         where = f"session {session.id} turns {', '.join(map(str, turns))}"
-        outcome, why = await landing_check.land_block_into(session, block[0].port, pairs[-size:], open_turn,
-                                                           open_step, where)
+        outcome, why = await landing_check.land_block_into(session, block[0].port, pairs, open_turn, open_step, where)
         if outcome is LandingOutcome.REFUSED:  # never lose them: each lands on its own, as it can
             log.warning("%s: the block landing was refused (%s); landing each turn on its own", where, why)
             for job in block:
                 if not await job.land_into(open_turn, open_step):
-                    return False
-                self._landed(session, job)
-            return False
+                    return
+                self._landed(job)
+            return
         for job in block:
             job.settle(outcome, why, turns)
-            self._landed(session, job)
-        return False
+            self._landed(job)
 
     @staticmethod
     def _stop_waiting(job: TurnJob, turn_start: bool, wait_turns: int) -> bool:
@@ -316,31 +224,168 @@ class TurnService:
             job.shape_waits += 1
         return job.shape_waits >= wait_turns
 
-    def _landed(self, session: MirroredSession, job: TurnJob) -> None:
-        if job.landing is LandingOutcome.LANDED:
-            self.note_landing(job)
+    def _landed(self, job: TurnJob) -> None:
+        if job.phase is Phase.LANDED:
+            self._note_landing(job)
         if job.done:
-            self.jobs.pop((session.id, job.turn), None)
+            self.jobs.pop(job.turn, None)
 
-    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
-        """Finished compressions not landed yet whose whole turn lies in `seqs` (a compaction's
-        range): turn -> (its positions, its compressed nodes), for the checkpoint to fold."""
+    def _note_landing(self, job: TurnJob) -> None:
+        """A rewrite landed: what it kept tells the policy what this session's rewrites keep."""
+        if job.compression is None or not job.tokens or not job.compression.editor.changed:
+            return
+        kept = sum(estimate_text(node.text) for node in job.compression.editor.nodes)
+        raw, before = self.kept
+        self.kept = (raw + job.tokens, before + kept)
+
+    def ready_within(self, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
         inside, out = set(seqs), {}
-        for (sid, turn), job in self.jobs.items():
+        for turn, job in self.jobs.items():
             c = job.compression
-            if sid == session.id and job.finished and not job.landed.is_set() and c is not None \
-                    and c.positions and inside.issuperset(c.positions):
+            if job.phase is Phase.READY and c is not None and c.positions and inside.issuperset(c.positions):
                 nodes: list[tuple[str, str]] = [(n.role, n.text) for n in c.editor.nodes]
                 out[turn] = (tuple(c.positions), nodes)
         return out
 
+    def folded(self, turns: Iterable[int], checkpoint_seq: int) -> None:
+        for turn in turns:
+            job = self.jobs.get(turn)
+            if job is not None and job.phase is Phase.READY:
+                job.fold_into(checkpoint_seq)
+                self.jobs.pop(turn, None)
+
+
+class TurnService:
+    """Every mirrored user session's turns (`SessionTurns`), and what other features may ask of
+    them: `continuation` reads jobs (`TurnJobs`), `compaction` the rewrites (`TurnRewrites`)."""
+
+    def __init__(self, workers: WorkerRegistry, hints: HintSource | None = None,
+                 window_of: WindowOf | None = None) -> None:
+        self.sessions: dict[str, SessionTurns] = {}
+        self.hints = hints
+        self.workers = workers
+        self.window_of = window_of
+
+    def job(self, session_id: str, turn: int) -> TurnJob | None:
+        turns = self.sessions.get(session_id)
+        return turns.jobs.get(turn) if turns is not None else None
+
+    def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
+                  port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
+        if not config.turns.enabled or not session.is_user_session:
+            return
+        turns = self.sessions.get(session.id)
+        if turns is None:
+            turns = self.sessions[session.id] = SessionTurns(session.id, config, self.workers, self.hints,
+                                                             self.window_of)
+        if reset:
+            # the session may have been closed and reopened (a new mirror entry) or the shim
+            # reconnected: a job of this process reads the session as it is now, so a finished
+            # one still lands at the reopened session's next landing point
+            for job in turns.jobs.values():
+                if not job.done:
+                    job.rebind(session, port(), results)
+            live_from = session.meta.liveFrom if session.meta is not None else None
+            redo = turns_to_recover(session.log, live_from, session.continuations)
+            for turn in redo:
+                if self._enqueue(turns, session, turn, port, config, results):
+                    log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
+            if results is not None:
+                self._drop_stale_results(turns, session, results, set(redo))
+            return
+        for event in events:
+            if event["type"] == "turn/end":
+                self._enqueue(turns, session, event["data"]["turn"], port, config, results)
+
+    @staticmethod
+    def _drop_stale_results(turns: SessionTurns, session: MirroredSession, results: ResultStore,
+                            redo: set[int]) -> None:
+        """A kept compression of a turn recovery does not redo has no landing left to make."""
+        for turn in results.turns(session.id):
+            if turn not in redo and turn not in turns.jobs:
+                why = "the turn already landed" if turn in session.log.index.landed else "the turn is not pending"
+                results.delete(session.id, turn, f"stale: {why}")
+
+    def _enqueue(self, turns: SessionTurns, session: MirroredSession, turn: int, port: Callable[[], HostPort],
+                 config: EngineConfig, results: ResultStore | None) -> bool:
+        turns.config = config
+        existing = turns.jobs.get(turn)
+        if existing is not None and not existing.done:
+            return False
+        job = TurnJob(session, port(), config.turns, turn, results=results)
+        if self.hints is not None and config.thoughtHints.enabled:
+            hints = self.hints
+            job.take_hints = lambda: hints.take(job.session, turn, job.port, config.thoughtHints)
+        if not turns.queue.enqueue(turn):
+            return False
+        turns.jobs[turn] = job  # the queue reads its phase once this returns
+        self.workers.add(job.job_id, job)
+        job.marking = asyncio.get_running_loop().create_task(self._mark(turns.queue, job))
+        return True
+
+    @staticmethod
+    async def _mark(queue: TurnQueue, job: TurnJob) -> None:
+        """The pending marker, at turn/end (docs/decisions.md#turns-are-recovered-from-the-log): one at a time,
+        never under a compaction."""
+        async with queue.marking:
+            await queue.released()
+            await job.mark()
+
+    async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
+        """Before a step of `turn` starts: land every earlier turn whose compression is ready.
+
+        With `turns.landingBarrier` the first step first waits (bounded) for the previous
+        turn, queued or compressing, so the request about to be made already carries it.
+        Returns True when a landing waits for this step's `agent/request` instead (see
+        `at_request`).
+        """
+        turns = self.sessions.get(session.id)
+        if turns is None:
+            return False
+        previous = turns.jobs.get(turn - 1)
+        if config.turns.landingBarrier and step == 1 and previous is not None and not previous.phase.settled \
+                and not previous.held:
+            started = time.monotonic()
+            if await previous.ready_unless_held(config.turns.landingWaitS):
+                log.info("session %s turn %d step 1: waited %d ms for turn %d's compression (landing barrier)",
+                         session.id, turn, (time.monotonic() - started) * 1000, previous.turn)
+            elif not previous.held:
+                log.info("session %s turn %d: not ready after %.0fs; turn %d proceeds with it raw", session.id,
+                         previous.turn, config.turns.landingWaitS, turn)
+        # 0.2 reloads appended assistant nodes only inside a step the agent loop opened, and the
+        # turn just ended is still the surface tail once this turn's first step has opened (the
+        # turn's user message is committed after agent/request): ready turns that reach the tail
+        # land there, as one block keeping their shape
+        turn_start = step == 1 and not session.log.dialect.plugin_steps
+        return await turns.land_ready(session, turn, turn_start=turn_start, wait_turns=config.turns.shapeWaitTurns)
+
+    async def at_request(self, session: MirroredSession, turn: int, step: int) -> None:
+        """Inside the loop's step `step` of `turn`, before it commits anything: land what is ready."""
+        turns = self.sessions.get(session.id)
+        if turns is None:
+            return
+        await turns.land_ready(session, turn, open_step=step, wait_turns=turns.config.turns.shapeWaitTurns)
+        turns.deferred = None
+
+    def deferred(self, session_id: str, turn: int) -> set[int]:
+        """The turns the first pre-step of `turn` left to land at its request (0.2)."""
+        turns = self.sessions.get(session_id)
+        if turns is None or turns.deferred is None or turns.deferred[0] != turn:
+            return set()
+        return turns.deferred[1]
+
+    # -- TurnRewrites: what session compaction asks --------------------------------------
+    def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
+        """Finished compressions not landed yet whose whole turn lies in `seqs` (a compaction's
+        range): turn -> (its positions, its compressed nodes), for the checkpoint to fold."""
+        turns = self.sessions.get(session.id)
+        return turns.ready_within(seqs) if turns is not None else {}
+
     def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None:
         """A checkpoint folded these turns' compressed form: nothing of theirs lands any more."""
-        for turn in turns:
-            job = self.jobs.get((session.id, turn))
-            if job is not None and job.finished and not job.landed.is_set():
-                job.fold_into(checkpoint_seq)
-                self.jobs.pop((session.id, turn), None)
+        own = self.sessions.get(session.id)
+        if own is not None:
+            own.folded(turns, checkpoint_seq)
 
     @asynccontextmanager
     async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
@@ -350,35 +395,37 @@ class TurnService:
         is ready into `open_turn` (None: lands nothing), so the range it selects is the surface
         as it will stay. A compression still running after `timeout` goes on; its landing is
         refused later if the checkpoint took its turn."""
-        queue = self.queues.get(session.id)
-        if queue is None:
+        turns = self.sessions.get(session.id)
+        if turns is None:
             yield
             return
+        queue = turns.queue
         with queue.held():
             running, started = queue.running, time.monotonic()
             if running:
-                turns = ", ".join(map(str, running))
+                listed = ", ".join(map(str, running))
                 if await queue.settled(timeout):
                     log.info("session %s: compaction waited %d ms for the compression of turn(s) %s", session.id,
-                             (time.monotonic() - started) * 1000, turns)
+                             (time.monotonic() - started) * 1000, listed)
                 else:
                     log.warning("session %s: turn(s) %s still compressing after %.0fs; the compaction goes on without "
-                                "them", session.id, turns, timeout)
+                                "them", session.id, listed, timeout)
             if open_turn is not None:  # everything ready lands now: the checkpoint may take what follows it
-                await self.land_ready(session, open_turn)
+                await turns.land_ready(session, open_turn)
             yield
 
     def close(self) -> list["asyncio.Task[None]"]:
         """Cancel every scheduler, job and pending-marker task for good; returns them to await."""
-        tasks = [t for queue in self.queues.values() for t in queue.cancel()]
-        for job in self.jobs.values():
-            if job.marking is not None and not job.marking.done():
-                job.marking.cancel()
-                tasks.append(job.marking)
+        tasks = [t for turns in self.sessions.values() for t in turns.queue.cancel()]
+        for turns in self.sessions.values():
+            for job in turns.jobs.values():
+                if job.marking is not None and not job.marking.done():
+                    job.marking.cancel()
+                    tasks.append(job.marking)
         return tasks
 
     async def drained(self, session_id: str, timeout: float | None = None) -> bool:
         """Wait until no turn of the session is queued or compressing (landings may still wait;
         held turns wait for later turns)."""
-        queue = self.queues.get(session_id)
-        return True if queue is None else await queue.drained(timeout)
+        turns = self.sessions.get(session_id)
+        return True if turns is None else await turns.queue.drained(timeout)

@@ -37,7 +37,7 @@ from fake_host import FakeHost, WorkerScript, attach_workers  # noqa: E402
 from session_builders import work_session  # noqa: E402
 
 import turn_memory.compaction.manual  # noqa: E402,F401  (imported before the trace: no import calls in it)
-from turn_memory.bridge.protocol import AgentOptions, CompactNowParams  # noqa: E402
+from turn_memory.bridge.protocol import AgentOptions, CompactionResult, CompactNowParams  # noqa: E402
 from turn_memory.bridge.server import Peer  # noqa: E402
 from turn_memory.config import EngineConfig  # noqa: E402
 from turn_memory.devtools.layers import LAYER_NAME, RANK  # noqa: E402
@@ -123,7 +123,7 @@ def trace() -> list[tuple[str, str]]:
             sys.setprofile(None)
 
     result = asyncio.run(_drive())
-    if not (isinstance(result, dict) and "compactionId" in result):
+    if not isinstance(result, CompactionResult):
         raise SystemExit(f"the compaction did not commit: {result}")
     return calls
 

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))  # the in-memory host and the s
 from fake_host import FakeHost  # noqa: E402
 from session_builders import SessionBuilder  # noqa: E402
 from machine import machine_info  # noqa: E402
-from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode, WorkerRunResult  # noqa: E402
+from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode, WorkerRunParams, WorkerRunResult  # noqa: E402
 from turn_memory.compaction import transaction as tx_  # noqa: E402
 from turn_memory.compaction.policy import select_pressure_range  # noqa: E402
 from turn_memory.compaction.segmented import SegmentedJob, render_transcript  # noqa: E402
@@ -118,8 +118,8 @@ def worker_memory(first: int, last: int) -> list[dict[str, str]]:
 def scripted_worker(call: Callable[[str, str, str, Any], Any], requests: list[int]):
     """A worker that looks around like a real one, then folds its segment and finishes."""
 
-    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
-        job, worker = spec["jobId"], spec["workerId"]
+    async def run_worker(params: WorkerRunParams, timeout: float) -> WorkerRunResult:
+        job, worker = params.jobId, params.workerId
 
         def tool(name: str, args: Any) -> str:
             answer = call(job, worker, name, args)

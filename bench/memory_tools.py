@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import statistics
 import sys
@@ -73,7 +74,7 @@ def measure(turns: int, reps: int) -> dict[str, Any]:
                            "log_mb": round(len(json.dumps(log.events)) / 1e6, 1)}
     row["baseline_ms"] = median_ms(lambda: json.dumps(log.events), reps)
     for name, args in (("catalog", {}), ("read", {"turn": turns // 2}), ("query", {"query": word})):
-        row[f"{name}_ms"] = median_ms(lambda: call(args), reps)
+        row[f"{name}_ms"] = median_ms(functools.partial(call, args), reps)
         row[f"{name}_ratio"] = row[f"{name}_ms"] / row["baseline_ms"]
     return row
 

@@ -137,10 +137,10 @@ def analyse_requests(received: Sequence[Received], sc: Scenario, compressed: Ite
         "cost_usd": total.cost_usd, "hit_ratio": total.hit_ratio, "worker_share": total.share("worker"),
         "prompt_tokens": total.prompt_tokens, "hit_tokens": total.hit_tokens, "output_tokens": total.output_tokens,
         "requests": {label: labels.count(label) for label in sorted(set(labels))},
-        "cost_by_label": total.by_label,
+        "cost_by_label": total.cost_by_label,
         "final_request_tokens": agent[-1][1].prompt_tokens if agent else None,
         "peak_request_tokens": max((p.prompt_tokens for _, p in agent), default=None),
-        "floor_usd": total.cost_usd - total.by_label.get("worker", 0.0) + sum(w.cost(prices) for w in ideal),
+        "floor_usd": total.cost_usd - total.cost_by_label.get("worker", 0.0) + sum(w.cost(prices) for w in ideal),
         "ideal_workers": [vars(w) for w in ideal],
         "tool_tokens": pm.tokens(agent[0][0].text[:agent[0][0].text.find("<|system|>")]) if agent else None,
     }

@@ -214,7 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     tm_overrides = parse_sets(args.tm_set)
     started = time.monotonic()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    say = (lambda line: print(line, file=sys.stderr, flush=True))
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
     hosts, failures = [], []
     for host in (["rc8", "v021"] if args.host == "all" else [args.host]):
         try:

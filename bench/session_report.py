@@ -23,15 +23,15 @@ def turn_keys(by_turn: Mapping[Any, Any]) -> dict[int, Any]:
 
 
 def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> dict[str, Any]:
+    def turn_mean(r: Mapping[str, Any]) -> float | None:
+        ms = [m for m in r["turn_ms"] if m is not None]
+        return sum(ms) / len(ms) if ms else None
+
+    def get(key: str, default: Any = None) -> Callable[[Mapping[str, Any]], Any]:
+        return lambda r: r.get(key, default)
+
     s: dict[str, Any] = {}
     for v, rs in runs.items():
-        def turn_mean(r: Mapping[str, Any]) -> float | None:
-            ms = [m for m in r["turn_ms"] if m is not None]
-            return sum(ms) / len(ms) if ms else None
-
-        def get(key: str, default: Any = None) -> Callable[[Mapping[str, Any]], Any]:
-            return lambda r: r.get(key, default)
-
         n_turns = max((len(r["turn_ms"]) for r in rs), default=0)
         decided = [r.get("decisions") or {} for r in rs]
         s[v] = {
@@ -184,7 +184,7 @@ def sensitivity_rows(host: Mapping[str, Any]) -> list[list[str]]:
     """The coding scenario with the scripted worker keeping more or less: how the figures move."""
     out = []
     results = host["results"]
-    for name, res in results.items():
+    for res in results.values():
         sc = scenario_of(res["scenario"])
         if sc.shape != "coding" or sc.context_window:
             continue

@@ -23,9 +23,12 @@ import json
 import shlex
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:  # only annotations use it, and typing.TypeIs is 3.13+
+    from typing_extensions import TypeIs
 
 
 #: the longest delay a Node timer takes (2^31 - 1 ms, 24.8 days): a longer one fires at once
@@ -259,7 +262,7 @@ class Key:
     description: str
 
 
-def _is_section(annotation: Any) -> bool:
+def _is_section(annotation: Any) -> TypeIs[type[BaseModel]]:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 

@@ -7,6 +7,8 @@
 // the last handshake said (`handshake`), the per-agent step state (`atRequest`, `stepInput`),
 // the engine section it runs with (`settings`) and its call helpers (`callEngine`,
 // `liveness`, `whenStarted`).
+import { CONTEXT_WINDOW_EXCEEDED_CODE } from '@deepseek-ai/dsh-llm';
+
 import { routeOf } from './public-tools.js';
 import { isSnapshot, isWorker } from './workers.js';
 
@@ -116,7 +118,7 @@ function withholdInStep(tm, agent, input, withhold) {
 
 /** A request the provider refused as too long: the engine compacts once per turn and says whether to replay it. */
 export async function requestError(tm, { agent, turn, failure, signal }, next) {
-  if (failure?.code !== 'CONTEXT_WINDOW_EXCEEDED' || signal?.aborted || !tm.bridge.ready || !tracks(tm, agent)) return next();
+  if (failure?.code !== CONTEXT_WINDOW_EXCEEDED_CODE || signal?.aborted || !tm.bridge.ready || !tracks(tm, agent)) return next();
   try {
     const answer = await tm.callEngine('compact.overflow', {
       sessionId: agent.session.id, logLength: agent.session.seq, turn, agentOptions: routeOf(agent),

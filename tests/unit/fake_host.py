@@ -12,7 +12,8 @@ import json
 import time
 from typing import Any, Callable
 
-from turn_memory.bridge.protocol import ApplyResult, Expectation, LlmRequest, SessionEventsParams, WorkerRunResult
+from turn_memory.bridge.protocol import (ApplyResult, Expectation, LlmRequest, SessionEventsParams, WorkerRunParams,
+                                         WorkerRunResult)
 from turn_memory.config import EngineConfig
 from turn_memory.engine import Engine
 from turn_memory.host.dialect import Dialect
@@ -150,7 +151,8 @@ def attach_workers(host: FakeHost, service: Any, scripts: list[WorkerScript]) ->
     registry = getattr(service, "workers", service)
     route = getattr(service, "tool_call", None) or registry.call
 
-    async def run_worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
+    async def run_worker(params: WorkerRunParams, timeout: float) -> WorkerRunResult:
+        spec = params.model_dump(exclude={"sessionId"})  # the `worker.run` fields the tests read
         started.append(spec)
         script = scripts.pop(0) if scripts else WorkerScript([], stop="completed")
         if script.gate is not None:

@@ -69,3 +69,11 @@ def test_the_shim_handles_exactly_the_engines_calls():
     handle = host_ops[host_ops.index("handle(method"):]
     handle = handle[:handle.index("default:")]
     assert set(re.findall(r"case '([A-Za-z.]+)':", handle)) == set(protocol.ENGINE_CALLS)
+
+
+def test_the_shims_apply_refusals_are_exactly_the_protocols():
+    """Issue 27: `ApplyResult.reason` is a closed set on both sides of the bridge: every reason
+    host-ops.js answers is one the engine's type names, and the engine names no other."""
+    sent = set(re.findall(r"ok: false, reason: '([a-z-]+)'", (SHIM_LIB / "host-ops.js").read_text()))
+    assert sent == set(typing.get_args(protocol.ApplyRefusal)) == {"unknown-session", "log-moved", "span-moved",
+                                                                   "append-threw"}

@@ -176,7 +176,7 @@ def test_the_cost_estimate_is_arithmetic_over_the_scenario_size():
     # (4,000 + 20,000 prompt, 6,666 + 100 out); the hint (1,200 cached + 625); stock's summary (20,000 + 8,000);
     # per probe: stock 10,000 (snapshot + summary), turn-memory 14,666 (snapshot + the checkpoint) and one read
     # (+ 2,000), each cached after the first probe; six judges of 1,200
-    assert bill.expected.by_purpose == {"session-worker": 1, "hint": 1, "summary": 1, "probe": 9, "judge": 6}
+    assert bill.expected.requests_by_label == {"session-worker": 1, "hint": 1, "summary": 1, "probe": 9, "judge": 6}
     e = bill.expected
     assert (e.requests, e.prompt_tokens, e.hit_tokens, e.output_tokens) == (18, 185_021, 94_530, 12_466)
     assert round(bill.cost(), 8) == 0.03322004  # (94,530 x 0.028 + 90,491 x 0.28 + 12,466 x 0.42) / 1e6
@@ -184,14 +184,14 @@ def test_the_cost_estimate_is_arithmetic_over_the_scenario_size():
     # turn: 82,500 over the ten; the second re-sends it plus the edit), a /compact over a quarter of the raw
     # history, two reads per answer, every prompt token a miss
     h = bill.high
-    assert h.by_purpose == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 12, "judge": 6}
+    assert h.requests_by_label == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 12, "judge": 6}
     assert (h.requests, h.prompt_tokens, h.output_tokens) == (42, 361_685, 14_196)
     assert round(bill.upper_bound(), 8) == 0.10723412  # (361,685 x 0.28 + 14,196 x 0.42) / 1e6
     assert bill.to_json()["at_most"] == {"requests": 42, "prompt_tokens": 361_685, "output_tokens": 14_196,
-                                         "cost_usd": 0.1072, "by_purpose": dict(sorted(h.by_purpose.items()))}
+                                         "cost_usd": 0.1072, "by_purpose": dict(sorted(h.requests_by_label.items()))}
     # a session that is not compacted but runs into its window gets one stock summary per threshold's worth
     # (0.8 x 8,000): 4 for 20,000 tokens
-    assert cost.estimate([_scenario(compact=False, window=8_000)]).expected.by_purpose["summary"] == 4
+    assert cost.estimate([_scenario(compact=False, window=8_000)]).expected.requests_by_label["summary"] == 4
 
 
 def test_usage_is_priced_at_deepseek_list_prices():

@@ -93,6 +93,7 @@ def test_landed_and_pending_turns_and_the_savings(tmp_path, dialect, name):
     assert report["log"]["dialect"] == dialect.name and report["whole"] and report["inconsistencies"] == []
     assert by_turn[1]["state"] == "untouched" and by_turn[1]["after"] == by_turn[1]["before"]
     assert by_turn[2]["state"] == "compressed" and by_turn[2]["before"]["nodes"] == 5
+    assert [by_turn[t]["phase"] for t in (1, 2, 3)] == [None, "landed", None]  # the turn lifecycle's words
     assert (by_turn[2]["after"]["nodes"], by_turn[2]["after"]["tokens"]) == ref["turns"][2]
     assert by_turn[2]["after"]["tokens"] < by_turn[2]["before"]["tokens"]
     assert [m["kind"] for m in by_turn[2]["markers"]] == ["pending", "compression"]

@@ -1,4 +1,4 @@
-"""The package's one-way layers (README, "Architecture"), read from every module's imports.
+"""The package's one-way layers (docs/architecture.md, "Layers"), read from every module's imports.
 
 The checker is `turn_memory.devtools.layers`; the last tests plant violations in a synthetic
 package to show it reports them.

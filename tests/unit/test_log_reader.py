@@ -40,12 +40,16 @@ def sample_events() -> list[dict[str, Any]]:
     ]
     t = 1010
     for text in ("I ", "should ", "look", "."):
-        ev.append(chunk(len(ev), t, "reasoning-delta", 0, text)); t += 3
+        ev.append(chunk(len(ev), t, "reasoning-delta", 0, text))
+        t += 3
     for text in ("Let ", "me ", "check."):
-        ev.append(chunk(len(ev), t, "text-delta", 1, text)); t += 1
-    ev.append(chunk(len(ev), t, "tool-call-delta", 2, "", id="call_1", name="bash")); t += 2
+        ev.append(chunk(len(ev), t, "text-delta", 1, text))
+        t += 1
+    ev.append(chunk(len(ev), t, "tool-call-delta", 2, "", id="call_1", name="bash"))
+    t += 2
     for args in ('{"comm', 'and": "l', 's"}'):
-        ev.append(chunk(len(ev), t, "tool-call-delta", 2, args, id="call_1")); t += 2
+        ev.append(chunk(len(ev), t, "tool-call-delta", 2, args, id="call_1"))
+        t += 2
     ev.append({"type": "assistant/message", "seq": len(ev), "time": t, "data": {"turn": 1, "step": 1}})
     ev.append({"type": "turn/end", "seq": len(ev), "time": t + 5, "data": {"turn": 1}})
     return ev

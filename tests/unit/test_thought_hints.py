@@ -215,13 +215,14 @@ def test_disabled_or_short_reasoning_sends_nothing():
         host, client = reasoning_turn_host(), Scripted()
         hints = HintService(client.factory)
 
-        async def scenario():
+        # this iteration's host, config and hints passed in, not read from the loop's variables
+        async def scenario(host: FakeHost, config: EngineConfig, hints: HintService):
             host.host_append("assistant/chunk", {"turn": 1, "step": 1, "chunk": block_end(THOUGHT)})
             host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
             forward(host, config, hints)
             return await hints.take(host.session, 1, host, config.thoughtHints) if config.turns.enabled else []
 
-        assert run(scenario()) == [] and client.calls == []
+        assert run(scenario(host, config, hints)) == [] and client.calls == []
 
 
 # -- failure paths: the turn never waits past the timeout and just gets no hint ---------------
@@ -296,12 +297,14 @@ def test_endpoint_route_talks_openai_to_the_configured_server(monkeypatch):
 
 
 def test_endpoint_down_fails_fast():
+    from openai import APIConnectionError  # what the client raises for a refused connection (no retries)
+
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     client = EndpointHints(f"http://127.0.0.1:{port}/v1", "k", "m", 10, 5.0)
     started = time.monotonic()
-    with pytest.raises(Exception):
+    with pytest.raises(APIConnectionError):
         run(client.generate("SYSTEM", THOUGHT))
     assert time.monotonic() - started < 3.0
 

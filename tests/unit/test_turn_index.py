@@ -19,7 +19,7 @@ from turn_memory.host.surface import SessionLog
 from turn_memory.host.tokens import estimate_message
 from turn_memory.host.turn_index import LANDING_STEP, TURN_NODE_TYPES, LifecycleState, has_reasoning, node_origins
 from turn_memory.logs.reader import read_session_log
-from turn_memory.runtime.land import stamp, validate
+from turn_memory.runtime.land import validate
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.landing import LandingContext, pending_plan, plan_landing
 from turn_memory.turns.nodes import original_nodes
@@ -202,7 +202,10 @@ def test_a_pending_marker_written_after_the_next_turn_began_keeps_that_turns_nod
 
     from turn_memory.inspection.fold import Fold
     log, positions = completed_turn_log(dialect, Shape(), prior_turns=1, pending=False)
-    add = lambda kind, data, **surface: log.append({"type": kind, "seq": len(log), "time": 1, "data": data, **surface})
+
+    def add(kind: str, data: dict, **surface: Any) -> None:
+        log.append({"type": kind, "seq": len(log), "time": 1, "data": data, **surface})
+
     add("step/start", {"turn": 3, "step": 1})
     add("user/message", {"id": "u-3", "role": "user", "source": {"kind": "user"},
                          "content": [{"type": "text", "text": "third task"}]}, surfaceOp="append")

@@ -54,7 +54,8 @@ def test_a_block_only_file_that_an_editor_saved_with_a_bom_is_still_ours():
     assert patchyaml.load(patchfile.remove_block(resaved)) == []
 
 
-def test_desktop_install_and_uninstall_keep_a_bom_and_crlf_patch_file_exactly(desktop_world: World):
+def test_desktop_install_and_uninstall_keep_a_bom_and_crlf_patch_file_exactly(
+        desktop_world: World):  # noqa: F811 - fixture imported from test_installer
     w = desktop_world
     original = b"\xef\xbb\xbf" + w.patch_file.read_bytes()
     w.patch_file.write_bytes(original)
@@ -93,7 +94,8 @@ def test_the_zeromq_build_rule_is_added_with_the_files_own_line_end():
 # ---- package.json: a BOM DSH cannot read ----------------------------------------------------
 
 
-def test_a_profile_manifest_with_a_bom_is_refused_before_anything_changes(bundle_world: World):
+def test_a_profile_manifest_with_a_bom_is_refused_before_anything_changes(
+        bundle_world: World):  # noqa: F811 - fixture imported from test_installer
     w = bundle_world
     manifest = w.pdir / "package.json"
     manifest.write_bytes(b"\xef\xbb\xbf" + manifest.read_bytes().replace(b"\n", b"\r\n"))
@@ -110,7 +112,8 @@ def test_a_profile_manifest_with_a_bom_is_refused_before_anything_changes(bundle
 # ---- engine.command: spaces and non-ASCII ------------------------------------------------------
 
 
-def test_an_engine_command_with_spaces_and_non_ascii_is_recorded_exactly(bundle_world: World, dsh_runtime):
+def test_an_engine_command_with_spaces_and_non_ascii_is_recorded_exactly(
+        bundle_world: World, dsh_runtime):  # noqa: F811 - fixture imported from test_installer
     w = bundle_world
     w.patch_file.write_bytes(b"\xef\xbb\xbf" + w.patch_file.read_bytes().replace(b"\n", b"\r\n"))
     out: list[str] = []
@@ -172,7 +175,8 @@ def test_a_quoted_folder_with_a_trailing_backslash_is_explained():
         '"D:\\DeepSeek Harness"')
 
 
-def test_install_finds_home_and_wrapper_from_the_desktop_home_folder(desktop_world: World):
+def test_install_finds_home_and_wrapper_from_the_desktop_home_folder(
+        desktop_world: World):  # noqa: F811 - fixture imported from test_installer
     install_dir = desktop_world.root / "DeepSeek Harness"
     given = str(install_dir / "home")
     assert resolve_home(None, {}, given) == (install_dir / "home").resolve()

@@ -36,7 +36,7 @@ class HostPort(Protocol):
 
     async def resync(self, session_id: str) -> None: ...
 
-    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult: ...
+    async def run_worker(self, params: WorkerRunParams, timeout: float) -> WorkerRunResult: ...
 
     async def measure(self, session_id: str) -> MeasureResult: ...
 
@@ -70,9 +70,8 @@ class BridgeHostPort:
     async def resync(self, session_id: str) -> None:
         await self._server.call(self._peer, "session.resync", ResyncParams(sessionId=session_id), timeout=self._timeout)
 
-    async def run_worker(self, session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
-        result = await self._server.call(self._peer, "worker.run", WorkerRunParams(sessionId=session_id, **spec),
-                                         timeout=timeout)
+    async def run_worker(self, params: WorkerRunParams, timeout: float) -> WorkerRunResult:
+        result = await self._server.call(self._peer, "worker.run", params, timeout=timeout)
         return WorkerRunResult.model_validate(result) if isinstance(result, dict) else WorkerRunResult(stop=str(result))
 
     async def measure(self, session_id: str) -> MeasureResult:

@@ -9,6 +9,7 @@ The engine calls back into the shim with `call()`; every such call has a timeout
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import itertools
 import json
@@ -81,7 +82,7 @@ class BridgeServer:
         self._sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         # a plain view of the same socket: draining an already-queued backlog without an
         # await per message is ~4x cheaper than zmq.asyncio's per-message receive (bench/)
-        self._drain = zmq.Socket.shadow(self._sock.underlying)
+        self._drain: zmq.Socket[bytes] = zmq.Socket.shadow(self._sock.underlying)
         self._requested = endpoint
         self._secret = secret
         self._handlers = handlers
@@ -198,7 +199,7 @@ class BridgeServer:
             return
         task = asyncio.create_task(self._run_call(peer, msg.id, method, msg.params, payload))
         peer.tasks[msg.id] = task
-        task.add_done_callback(lambda _t, cid=msg.id: peer.tasks.pop(cid, None))
+        task.add_done_callback(functools.partial(_forget_task, peer.tasks, msg.id))
 
     async def _hello(self, identity: bytes, msg: Any) -> None:
         params: HelloParams = msg.params
@@ -249,19 +250,24 @@ class BridgeServer:
             pending.future.set_result(reply.result)
 
 
+def _forget_task(tasks: dict[str, "asyncio.Task[Any]"], call_id: str, _task: "asyncio.Task[Any]") -> None:
+    tasks.pop(call_id, None)
+
+
 def _peek_id(raw: bytes) -> str | None:
     try:
         value = json.loads(raw)
     except ValueError:
         return None
-    if isinstance(value, dict) and value.get("kind") == "call" and isinstance(value.get("id"), str):
-        return value["id"]
-    return None
+    call_id = value.get("id") if isinstance(value, dict) and value.get("kind") == "call" else None
+    return call_id if isinstance(call_id, str) else None
 
 
 def _short(exc: ValidationError) -> str:
-    first = exc.errors()[0] if exc.errors() else {}
-    return f"{'.'.join(str(p) for p in first.get('loc', ()))}: {first.get('msg', exc)}"
+    errors = exc.errors()
+    if not errors:
+        return str(exc)
+    return f"{'.'.join(str(p) for p in errors[0]['loc'])}: {errors[0]['msg']}"
 
 
 __all__ = ["BridgeServer", "Peer", "RemoteError", "ShimTimeout", "Handlers", "Stream"]

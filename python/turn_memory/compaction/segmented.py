@@ -107,7 +107,7 @@ def plan_segments(log_: SessionLog, selection: Selection, budget: int,
 
 
 def _is_tool(log_: SessionLog, seq: int) -> bool:
-    return log_.events[seq]["type"] == "tool/result"
+    return bool(log_.events[seq]["type"] == "tool/result")
 
 
 def image_markers(log_: SessionLog, seqs: list[int]) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 PACKAGE = "turn_memory"
 
-#: rank -> the units on it, lowest first (see README, "Architecture")
+#: rank -> the units on it, lowest first (docs/architecture.md, "Layers")
 LAYERS: list[tuple[str, set[str]]] = [
     ("base", {"__init__", "resources", "faults", "config", "files", "paths"}),
     ("prompts and wire", {"prompts", "bridge"}),

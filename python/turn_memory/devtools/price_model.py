@@ -172,12 +172,35 @@ def price(requests: Iterable[Request], prices: Prices = DEEPSEEK, cache: PrefixC
 
 @dataclass
 class Bill:
+    """Requests added up: their tokens, and per label (what each was for: "agent", "worker", or
+    an eval purpose such as "probe") how many there were and what they cost.
+
+    The session benchmark asks what each label cost (`cost_by_label`, `share`); the eval asks
+    how many requests of each purpose and what the summed tokens cost at a price list (`cost`,
+    `upper_bound`, `to_json`).
+    """
+
     requests: int = 0
     prompt_tokens: int = 0
     hit_tokens: int = 0
     output_tokens: int = 0
+    #: each request's own price, summed
     cost_usd: float = 0.0
-    by_label: dict[str, float] = field(default_factory=dict)
+    requests_by_label: dict[str, int] = field(default_factory=dict)
+    cost_by_label: dict[str, float] = field(default_factory=dict)
+
+    def add(self, label: str, prompt: int, hit: int, output: int, cost_usd: float | None = None) -> None:
+        """Count one request; `cost_usd` defaults to its price at DeepSeek's list prices."""
+        hit = min(hit, prompt)  # an estimate or a provider may claim more cached than sent
+        if cost_usd is None:
+            cost_usd = DEEPSEEK.usd(hit, prompt - hit, output)
+        self.requests += 1
+        self.prompt_tokens += prompt
+        self.hit_tokens += hit
+        self.output_tokens += output
+        self.cost_usd += cost_usd
+        self.requests_by_label[label] = self.requests_by_label.get(label, 0) + 1
+        self.cost_by_label[label] = self.cost_by_label.get(label, 0.0) + cost_usd
 
     @property
     def miss_tokens(self) -> int:
@@ -188,16 +211,26 @@ class Bill:
         return self.hit_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
     def share(self, label: str) -> float:
-        return self.by_label.get(label, 0.0) / self.cost_usd if self.cost_usd else 0.0
+        """The part of the cost that `label`'s requests make."""
+        return self.cost_by_label.get(label, 0.0) / self.cost_usd if self.cost_usd else 0.0
+
+    def cost(self, prices: Prices = DEEPSEEK) -> float:
+        """The summed tokens at `prices` (the same as `cost_usd` when each request was priced at them)."""
+        return prices.usd(self.hit_tokens, self.miss_tokens, self.output_tokens)
+
+    def upper_bound(self, prices: Prices = DEEPSEEK) -> float:
+        """Every prompt token a cache miss."""
+        return prices.usd(0, self.prompt_tokens, self.output_tokens)
+
+    def to_json(self, prices: Prices = DEEPSEEK) -> dict[str, Any]:
+        """The eval report's `usage`."""
+        return {"requests": self.requests, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.hit_tokens,
+                "output_tokens": self.output_tokens, "cost_usd": round(self.cost(prices), 4),
+                "by_purpose": dict(sorted(self.requests_by_label.items()))}
 
 
 def bill(priced: Iterable[PricedRequest]) -> Bill:
     b = Bill()
     for p in priced:
-        b.requests += 1
-        b.prompt_tokens += p.prompt_tokens
-        b.hit_tokens += p.hit_tokens
-        b.output_tokens += p.output_tokens
-        b.cost_usd += p.cost_usd
-        b.by_label[p.label] = b.by_label.get(p.label, 0.0) + p.cost_usd
+        b.add(p.label, p.prompt_tokens, p.hit_tokens, p.output_tokens, p.cost_usd)
     return b

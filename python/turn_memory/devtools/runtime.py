@@ -379,7 +379,7 @@ def _file_lock(path: Path, progress: Progress) -> Iterator[None]:
     """Exclusive inter-process lock; released by the OS if the holder dies."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as fh:
-        if _is_windows():
+        if sys.platform == "win32":  # _is_windows(), inline: the checker knows msvcrt only under this test
             import msvcrt
             told = False
             while True:

@@ -18,17 +18,20 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from turn_memory.config import config_problems, fix_options
 from turn_memory.doctor.findings import Finding, fail, ok
 from turn_memory.host.dialects import DIALECTS
 
+if TYPE_CHECKING:  # imported at run time only by check_bridge: the rest of doctor does not need it
+    import zmq
+
 READY = "TURN_MEMORY_READY"
 PROTOCOL = 1
 
 
-def _call(sock, call_id: str, method: str, params: dict) -> dict:  # type: ignore[no-untyped-def]
+def _call(sock: zmq.Socket[bytes], call_id: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
     sock.send_multipart([json.dumps({"v": PROTOCOL, "kind": "call", "id": call_id, "method": method,
                                      "params": params}).encode()])
     return json.loads(sock.recv_multipart()[0])
@@ -76,10 +79,11 @@ def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[s
                                 env={**os.environ, "TURN_MEMORY_SECRET": secret})
     except OSError as exc:
         return [fail(label, f"cannot start {command[0]}: {exc}", fix)]
-    sockets: list[Any] = []
+    sockets: list[zmq.Socket[bytes]] = []
+    bound: str  # the endpoint from the READY line: known before the first hello
 
-    def hello(config: Mapping[str, Any]) -> dict:
-        sock = zmq.Context.instance().socket(zmq.DEALER)
+    def hello(config: Mapping[str, Any]) -> dict[str, Any]:
+        sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
         sockets.append(sock)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
@@ -90,12 +94,13 @@ def check_bridge(command: list[str], label: str, fix: str, *, configs: Mapping[s
             "pid": os.getpid(), "checkpointSource": claimed.checkpoint_source("probe"), "config": dict(config)})
 
     try:
-        bound = _read_ready(proc, timeout_s)
-        if bound is None:
+        ready = _read_ready(proc, timeout_s)
+        if ready is None:
             proc.kill()
             _, err = proc.communicate(timeout=5)
             return [fail(label, f"the engine did not report READY within {timeout_s:.0f} s; its stderr: "
                                 f"{err.strip()[-400:] or '(empty)'}", fix)]
+        bound = ready
         boot = time.monotonic() - started
         first = hello({})
         if "error" in first:

@@ -44,7 +44,8 @@ def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocati
     problem = node_problem(output)
     where = f" ({node}, from the wrapper {dsh.path})" if node and dsh else ""
     if problem is None:
-        return ok("node", f"node {output.strip()}{where}")  # type: ignore[union-attr]
+        assert output is not None  # node_problem(None) names a problem: no node
+        return ok("node", f"node {output.strip()}{where}")
     if cached and node is None:  # the demo's DSH brings a Node that fits
         version, wrapper = next(iter(cached.items()))
         return fail("node", f"{problem}; or use DSH {version}, which the demo cached with its own Node 22",

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ from turn_memory.install.profile import (
 SCHEMA = "turn-memory.doctor/1"
 
 
-def _run_plain(env: Mapping[str, str]):  # type: ignore[no-untyped-def]
+def _run_plain(env: Mapping[str, str]) -> Callable[[Sequence[str]], ProcResult | None]:
     def run(argv: Sequence[str]) -> ProcResult | None:
         try:
             proc = subprocess.run(list(argv), env=dict(env), capture_output=True, text=True, timeout=60)

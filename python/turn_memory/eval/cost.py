@@ -29,11 +29,11 @@ block of `thoughtHints.minimumChars` or more. Every probe starts from the same s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 from turn_memory.config import EngineConfig
-from turn_memory.devtools.price_model import DEEPSEEK, Prices
+from turn_memory.devtools.price_model import Bill
 from turn_memory.eval import routing
 from turn_memory.eval.provider import Usage
 from turn_memory.eval.scenario import Scenario
@@ -69,34 +69,6 @@ class Planned:
 
 
 @dataclass
-class Bill:
-    requests: int = 0
-    prompt_tokens: int = 0
-    hit_tokens: int = 0
-    output_tokens: int = 0
-    by_purpose: dict[str, int] = field(default_factory=dict)
-
-    def add(self, purpose: str, prompt: int, hit: int, output: int) -> None:
-        self.requests += 1
-        self.prompt_tokens += prompt
-        self.hit_tokens += min(hit, prompt)
-        self.output_tokens += output
-        self.by_purpose[purpose] = self.by_purpose.get(purpose, 0) + 1
-
-    def cost(self, prices: Prices = DEEPSEEK) -> float:
-        return prices.usd(self.hit_tokens, self.prompt_tokens - self.hit_tokens, self.output_tokens)
-
-    def upper_bound(self, prices: Prices = DEEPSEEK) -> float:
-        """Every prompt token a cache miss."""
-        return prices.usd(0, self.prompt_tokens, self.output_tokens)
-
-    def to_json(self, prices: Prices = DEEPSEEK) -> dict:
-        return {"requests": self.requests, "prompt_tokens": self.prompt_tokens, "cached_tokens": self.hit_tokens,
-                "output_tokens": self.output_tokens, "cost_usd": round(self.cost(prices), 4),
-                "by_purpose": dict(sorted(self.by_purpose.items()))}
-
-
-@dataclass
 class Estimate:
     expected: Bill
     #: the high plan, priced with no cache hits (`upper_bound`)
@@ -112,7 +84,7 @@ class Estimate:
         return {**self.expected.to_json(), "at_most": {
             "requests": self.high.requests, "prompt_tokens": self.high.prompt_tokens,
             "output_tokens": self.high.output_tokens, "cost_usd": round(self.upper_bound(), 4),
-            "by_purpose": dict(sorted(self.high.by_purpose.items()))}}
+            "by_purpose": dict(sorted(self.high.requests_by_label.items()))}}
 
 
 @dataclass

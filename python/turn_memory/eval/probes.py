@@ -133,6 +133,7 @@ def parse_verdict(text: str) -> tuple[float | None, str]:
         score = None
     if score is None or not 0 <= score <= 5:
         return None, f"unreadable verdict: {(text or '').strip()[:200]!r}"
+    assert isinstance(verdict, dict)  # the score was read from it
     return score, str(verdict.get("reason", "")).strip()
 
 

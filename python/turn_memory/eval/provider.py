@@ -90,8 +90,11 @@ class Completion:
 
 
 class Provider(Protocol):
-    #: shown in the report ("scripted", or the model id)
-    label: str
+    @property
+    def label(self) -> str:
+        """Shown in the report ("scripted", or the model id); read-only, so a property serves."""
+        ...
+
     scripted: bool
     #: purpose -> requests sent again after a failed attempt
     retried: Counter[str]

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from statistics import mean
 from typing import Any, Iterable
 
-from turn_memory.eval.cost import Bill, measured
+from turn_memory.devtools.price_model import Bill
+from turn_memory.eval.cost import measured
 from turn_memory.eval.facts import FactCheck, recall
 from turn_memory.eval.measure import EngineResult
 from turn_memory.eval.protocol_stats import summarize_raw, turn_ranges

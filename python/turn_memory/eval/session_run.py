@@ -154,11 +154,15 @@ def _uninterrupted() -> Iterator[None]:
 
 def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> int:
     """Run DSH to the end of its tasks; the group is stopped on any exit from here."""
-    group = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP} if sys.platform == "win32" \
-        else {"start_new_session": True}  # type: ignore[attr-defined]
+    # its own process group (the other one of each pair is Popen's default); an if statement,
+    # so the checker takes the Windows-only constant as Windows-only
+    if sys.platform == "win32":
+        creationflags, new_session = subprocess.CREATE_NEW_PROCESS_GROUP, False
+    else:
+        creationflags, new_session = 0, True
     with open(log_dir / "dsh.stdout", "wb") as out, open(log_dir / "dsh.stderr", "wb") as err:
         proc = subprocess.Popen(argv, cwd=home.workspace, env=home.env(), stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, **group)
+                                stdin=subprocess.DEVNULL, creationflags=creationflags, start_new_session=new_session)
         try:
             return proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:

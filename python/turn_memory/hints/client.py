@@ -27,8 +27,10 @@ class HintFailed(Exception):
 
 
 class HintClient(Protocol):
-    #: names the route in log lines
-    label: str
+    @property
+    def label(self) -> str:
+        """Names the route in log lines; read-only, so a property serves."""
+        ...
 
     async def generate(self, system: str, reasoning: str) -> str: ...
 

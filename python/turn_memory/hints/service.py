@@ -54,10 +54,10 @@ class HintService:
                 self.start(session, block, port(), hints, "caught up after connecting")
             return
         for event in events:
-            block = live_block(event)
-            if block is not None:
-                if is_long(block, hints.minimumChars):
-                    self.start(session, block, port(), hints, "live")
+            live = live_block(event)
+            if live is not None:
+                if is_long(live, hints.minimumChars):
+                    self.start(session, live, port(), hints, "live")
             elif event["type"] == "turn/end":
                 # an adapter that never sent a block-end: the durable messages have the blocks
                 self.start_missing(session, event["data"]["turn"], port(), hints)

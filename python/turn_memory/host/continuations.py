@@ -83,7 +83,7 @@ class ContinuationLedger:
         kind = event["type"]
         if kind == "turn/start":
             self._turn = event["data"]["turn"]
-            self.latest = max(self.latest, self._turn)  # type: ignore[arg-type]
+            self.latest = max(self.latest, self._turn)
         elif kind == "turn/end":
             self.completed.add(event["data"]["turn"])
         elif kind in ("tool/code-dispatch", "tool/ptc-dispatch"):

@@ -14,16 +14,20 @@ assertV4MessageSources), retired-syntax.js (assertV4RetiredSyntax), system-messa
 from __future__ import annotations
 
 import re
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from turn_memory.host.json_values import is_nonempty_str, is_seq
 from turn_memory.host.violation import Violation
+
+if TYPE_CHECKING:  # only annotations use it, and typing.TypeIs is 3.13+
+    from typing_extensions import TypeIs
 
 _TOOL_CHANGE = ("tool-addition", "tool-removal")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 
 
-def _obj(value: Any) -> bool:
+def _obj(value: Any) -> TypeIs[dict[str, Any]]:
+    """A JSON object (its keys are strings); narrows both ways, so `if not _obj(x): return` works."""
     return isinstance(value, dict)
 
 
@@ -289,7 +293,8 @@ def fork_result_violation(event: dict[str, Any]) -> Violation | None:
     sources = event.get("sourceEventSeqs")
     content = message.get("content")
     text = content[0] if isinstance(content, list) and len(content) == 1 else None
-    ok = (isinstance(call_id, str) and message["id"].startswith(prefix) and bool(_DIGITS.match(suffix))
+    # a str call_id came from a dict source; `_obj(source)` restates that for the checker
+    ok = (isinstance(call_id, str) and _obj(source) and message["id"].startswith(prefix) and bool(_DIGITS.match(suffix))
           and error.get("name") == "ToolNotStartedError" and message.get("role") == "tool" and message.get("isError") is True
           and message.get("toolCallId") == call_id and source.get("kind") == "tool"
           and _obj(text) and text.get("type") == "text" and isinstance(text.get("text"), str))

@@ -87,8 +87,8 @@ class Lifecycle:
             return Violation("lifecycle-compaction", f"{etype} crosses an open compaction (seq {self.compaction['seq']})")
         if (found := self._surface(event, transition)) is not None:
             return found
-        handler = getattr(self, "_" + etype.replace("/", "_").replace("-", "_"), None)
-        return handler(event, data, surface) if handler is not None else None
+        handler = _HANDLERS.get(etype)
+        return handler(self, event, data, surface) if handler is not None else None
 
     def _surface(self, event: dict[str, Any], transition: tuple[str, tuple[int, ...], int] | None) -> Violation | None:
         if transition is None:
@@ -185,8 +185,7 @@ class Lifecycle:
             return found
         message = data.get("message")
         call = message.get("toolCallId") if isinstance(message, dict) else None
-        pending = self.tools.get(call) if isinstance(call, str) else None
-        if pending is None:
+        if not isinstance(call, str) or (pending := self.tools.get(call)) is None:
             return Violation("lifecycle-tool-orphan", f"tool/result {call} has no advertised tool call in this step")
         if not pending[2] and not _not_started_repair(event, data, message, call):
             return Violation("lifecycle-tool-not-started", f"tool/result {call} has no tool/call before it (and is not "
@@ -201,7 +200,8 @@ class Lifecycle:
         if not isinstance(rng, dict) or not isinstance(seqs, list):
             return bad
         start, end = rng.get("start"), rng.get("end")
-        if not (is_seq(start) and is_seq(end) and start < event["seq"] and end < event["seq"]):
+        if not (isinstance(start, int) and isinstance(end, int) and is_seq(start) and is_seq(end)
+                and start < event["seq"] and end < event["seq"]):
             return bad
         i, j = surface.index(start), surface.index(end)
         if i is None or j is None or j < i or surface.span(i, j) != seqs:
@@ -268,6 +268,27 @@ class Lifecycle:
     def _session_end_seed(self, event: dict[str, Any], data: dict[str, Any], surface: SurfaceView) -> Violation | None:
         self.compaction = None
         return None
+
+
+#: the per-type checks `fold` runs after the common ones (a type without one has none)
+_Handler = Callable[[Lifecycle, dict[str, Any], dict[str, Any], SurfaceView], "Violation | None"]
+_HANDLERS: dict[str, _Handler] = {
+    "turn/start": Lifecycle._turn_start,
+    "turn/end": Lifecycle._turn_end,
+    "step/start": Lifecycle._step_start,
+    "step/end": Lifecycle._step_end,
+    "request/header": Lifecycle._request_header,
+    "request/context": Lifecycle._request_context,
+    "assistant/message": Lifecycle._assistant_message,
+    "tool/call": Lifecycle._tool_call,
+    "tool/result": Lifecycle._tool_result,
+    "compaction/start": Lifecycle._compaction_start,
+    "compaction/summary": Lifecycle._compaction_summary,
+    "compaction/end": Lifecycle._compaction_end,
+    "compaction/prune": Lifecycle._compaction_prune,
+    "user/message": Lifecycle._user_message,
+    "session/end-seed": Lifecycle._session_end_seed,
+}
 
 
 def _not_started_repair(event: dict[str, Any], data: dict[str, Any], message: Any, call: str) -> bool:

@@ -326,7 +326,8 @@ def _tool_delta(event: Event) -> int:
     return sum(1 for block in content if isinstance(block, dict) and block.get("type") == "tool-call")
 
 
-def _calls_of(message: dict[str, Any]) -> list[str]:
+def _calls_of(message: dict[str, Any]) -> list[Any]:
+    """The ids of a message's tool calls, as found (a damaged log may hold a non-string one)."""
     content = message.get("content")
     return [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool-call"] \
         if isinstance(content, list) else []
@@ -487,7 +488,8 @@ class SessionLog:
             seq = base + index
             etype = event.get("type") if isinstance(event, dict) else None
 
-            def fail(v: Violation) -> SurfaceError:
+            # defaults pin this event's position, not whatever the loop's variables hold later
+            def fail(v: Violation, seq: int = seq, index: int = index, etype: Any = etype) -> SurfaceError:
                 return SurfaceError(v.rule, v.detail, seq=seq, index=index, event_type=etype)
 
             if not isinstance(event, dict):

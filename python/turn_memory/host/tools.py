@@ -111,4 +111,6 @@ def tool_schema(model: type[ToolArgs]) -> dict[str, Any]:
         order = ("type", "description", "properties", "items", "required")
         return {**{k: out[k] for k in order if k in out}, **{k: v for k, v in out.items() if k not in order}}
 
-    return clean(schema)
+    cleaned = clean(schema)
+    assert isinstance(cleaned, dict)  # an object schema (and any $ref it names) cleans to an object
+    return cleaned

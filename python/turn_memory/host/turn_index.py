@@ -133,8 +133,8 @@ class OriginFold:
             else:
                 self._window = None
                 # 0.2's system prompt (surface node 0, committed inside turn 1's step) is no turn's content
-                own = self._open_turn is not None and kind != "system/message"
-                origin = ("turn", self._open_turn) if own else ("loose", seq)  # type: ignore[assignment]
+                open_turn = self._open_turn
+                origin = ("turn", open_turn) if open_turn is not None and kind != "system/message" else ("loose", seq)
             origins[seq] = origin
             return origin
         message = data if kind == "user/message" else (data or {}).get("message") if isinstance(data, dict) else None

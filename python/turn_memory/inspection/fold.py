@@ -15,6 +15,7 @@ nodes), never marker copies or landing output.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,7 +100,8 @@ class Fold:
         self.dialect = dialect
         self.header: dict[str, Any] | None = None
         self.lines = 0
-        self.by_type: defaultdict[str, int] = defaultdict(int)
+        #: keyed by each record's "type" as found: a damaged log may hold a non-string there
+        self.by_type: defaultdict[Hashable, int] = defaultdict(int)
         self.turns: dict[int, TurnStats] = {}
         self.checkpoints: list[CheckpointStats] = []
         self.loose = Unit()
@@ -233,7 +235,7 @@ class Fold:
             source = data.get("source")
         op = event["surfaceOp"]
         if op == "append":
-            unit = self._unit(self._origin.feed(event))  # type: ignore[arg-type]
+            unit = self._unit(self._origin.feed(event))
             if self._origin.landed:
                 if type(unit) is TurnStats:
                     self._rewrote(unit)
@@ -241,8 +243,10 @@ class Fold:
                 # the agent's own output; a user message citing earlier events is a restated
                 # copy (a snapshot kept across a landing), not new history
                 if not (kind == "user/message" and event.get("sourceEventSeqs")):
-                    unit.raw_nodes += 1  # type: ignore[attr-defined]
-                    unit.raw_tokens += tokens  # type: ignore[attr-defined]
+                    # OriginFold gives the loop's own append its open turn or a loose unit
+                    assert type(unit) is TurnStats
+                    unit.raw_nodes += 1
+                    unit.raw_tokens += tokens
                     self.raw_nodes += 1
                     self.raw_tokens += tokens
             else:
@@ -262,7 +266,7 @@ class Fold:
             return
         bounds = self.dialect.op_range(op)
         shadowed = self._span(bounds) if bounds is not None else None
-        if shadowed is None:
+        if bounds is None or shadowed is None:  # (no bounds, no span)
             at, text = where(index)
             self.problem("surface", at, f"{text}: seq {seq} ({kind}) replaces {op!r}, which is not a span of the "
                                         "current surface; the replacement is ignored")
@@ -308,6 +312,8 @@ class Fold:
         cp = CheckpointStats(seq=seq, compaction_id=source.get("compactionId"), start=bounds[0], end=bounds[1],
                              own_tokens=tokens, shadowed_nodes=len(shadowed))
         meta = self._meta
+        first: int | None
+        last: int | None
         for node in shadowed:
             unit, node_tokens, _ = meta[node]
             cp.shadowed_tokens += node_tokens
@@ -339,9 +345,10 @@ class Fold:
         span = [start]
         node = start
         while node != end:
-            node = nxt.get(node)  # type: ignore[assignment]
-            if node is None:
+            following = nxt.get(node)
+            if following is None:
                 return None  # end comes before start
+            node = following
             span.append(node)
         return span
 

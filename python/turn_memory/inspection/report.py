@@ -16,6 +16,7 @@ from turn_memory.host.dialects import DIALECTS, dialect_for_log
 from turn_memory.inspection.fold import CheckpointStats, Fold, TurnStats
 from turn_memory.logs.reader import SessionLogError
 from turn_memory.logs.stream import LogStream
+from turn_memory.turns.lifecycle import Phase, durable_phase
 
 SCHEMA = "turn-memory.inspect/1"
 #: fold problems that mean part of the log could not be read (the rest are inconsistencies)
@@ -54,24 +55,30 @@ def _size(nodes: int, tokens: int) -> dict[str, int]:
     return {"nodes": nodes, "tokens": tokens}
 
 
+#: how `inspect` words each phase the log can show (`turns.lifecycle.durable_phase`)
+_STATE_OF = {Phase.PENDING: "pending", Phase.LANDED: "compressed", Phase.NO_OP: "no-op"}
+
+
+def _phase(t: TurnStats) -> Phase | None:
+    return durable_phase(t.complete, [m.kind for m in t.markers])
+
+
 def _state(t: TurnStats) -> str:
     """As recovery sees the turn (`turns.recovery`): a pending one (held for a later batch, or
     compressing) and a landed one that still shows raw reasoning ("stale": the marker of a
     version that left it raw) are both compressed again on the next start."""
-    if not t.complete:
-        return "open"
-    kinds = [m.kind for m in t.markers]
-    if not kinds:
-        return "untouched"
-    last_landing = next((k for k in reversed(kinds) if k != "pending"), None)
-    if last_landing is not None and t.reasoning_nodes > 0 and t.shadowed_by is None:
+    phase = _phase(t)
+    if phase is None:
+        return "untouched" if t.complete else "open"
+    if phase is not Phase.PENDING and t.reasoning_nodes > 0 and t.shadowed_by is None:
         return "stale"
-    return {"compression": "compressed", "no-op": "no-op", None: "pending"}[last_landing]
+    return _STATE_OF[phase]
 
 
 def _turn(t: TurnStats) -> dict[str, Any]:
     after = t.folded if t.folded is not None else (t.nodes, t.tokens)
-    return {"turn": t.turn, "complete": t.complete, "state": _state(t),
+    phase = _phase(t)
+    return {"turn": t.turn, "complete": t.complete, "state": _state(t), "phase": phase.value if phase else None,
             "before": _size(t.raw_nodes, t.raw_tokens), "after": _size(*after), "current": _size(t.nodes, t.tokens),
             "markers": [{"kind": m.kind, "seq": m.seq} for m in t.markers], "shadowed_by": t.shadowed_by}
 

@@ -22,10 +22,12 @@ Semantics mirrored (dsh-app-boot lib/index.js `applyEntryPatches`):
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 Row = dict[str, Any]
+# DSH keys its id index by whatever truthy value a row's `id` holds (in practice a string)
+RowIndex = dict[Hashable, Row]
 
 
 def js_truthy(value: Any) -> bool:
@@ -35,7 +37,7 @@ def js_truthy(value: Any) -> bool:
     return bool(value) and not (isinstance(value, float) and value != value)
 
 
-def index_rows(rows: Iterable[Any], index: dict[str, Row]) -> None:
+def index_rows(rows: Iterable[Any], index: RowIndex) -> None:
     for row in rows:
         if not isinstance(row, dict):
             continue
@@ -50,7 +52,7 @@ def apply_entry_patches(data: list[Row], patches: list[Row]) -> tuple[list[Row],
     """Return (composed copy of ``data``, warnings). Inputs are not mutated."""
     tree: list[Row] = copy.deepcopy(data)
     warnings: list[str] = []
-    index: dict[str, Row] = {}
+    index: RowIndex = {}
     index_rows(tree, index)
     for patch in copy.deepcopy(patches):
         row_id = patch.get("id")

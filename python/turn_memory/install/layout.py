@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from .compose import Row, apply_entry_patches, index_rows, js_truthy
+from .compose import Row, RowIndex, apply_entry_patches, index_rows, js_truthy
 from .patchyaml import JsExpr, canonical, load_entry_list
 
 BASIC_ENGINE = "@deepseek-ai/dsh-compaction-basic"
@@ -108,7 +108,7 @@ def iter_rows(tree: Sequence[Any]) -> list[RowSite]:
                 child_indexable = indexable and js_truthy(row.get("group"))
                 group_id = row.get("id") if isinstance(row.get("id"), str) else None
                 visit(config, path + ("config",), scope, scope_path, row_live, child_indexable, group_id, here)
-            elif _is_preset(row):
+            elif isinstance(config, dict) and _is_preset(row):  # _is_preset checks the same
                 preset_scope = str(row.get("id") or here[-1])
                 visit(config["plugins"], path + ("config", "plugins"), preset_scope, path, row_live, False, None, here)
 
@@ -166,7 +166,7 @@ def _require_reachable(site: RowSite, tree: Sequence[Any], what: str) -> None:
         raise LayoutError(f"{what} at {site.where} has no id, so no patch can target it")
     if not site.indexable:
         raise LayoutError(f"{what} at {site.where} sits inside an object config; DSH patches cannot reach it")
-    index: dict[str, Row] = {}
+    index: RowIndex = {}
     index_rows(tree, index)
     if index.get(row_id) is not site.row:
         # DSH's id index keeps the LAST row with a given id; a patch would hit another row.
@@ -367,7 +367,8 @@ def diff_trees(actual: Sequence[Any], expected: Sequence[Any]) -> list[str]:
     for path in sorted(set(a_rows) | set(e_rows), key=lambda p: [str(x) for x in p]):
         a, e = a_rows.get(path), e_rows.get(path)
         if a is None:
-            out.append(f"missing: {e.where}")  # type: ignore[union-attr]
+            assert e is not None  # every path came from one of the two maps
+            out.append(f"missing: {e.where}")
         elif e is None:
             out.append(f"unexpected: {a.where}")
         elif canonical(_shallow(a.row)) != canonical(_shallow(e.row)):

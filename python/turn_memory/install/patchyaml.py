@@ -101,12 +101,26 @@ for _tag, _regexp, _first in _CORE_RESOLVERS:
     DshLoader.add_implicit_resolver(_tag, _regexp, _first)
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
-    return _parse_js_int(loader.construct_scalar(node))  # type: ignore[arg-type]
+# every node kind the composer builds; a tag can sit on any of them (`!!int [1]`)
+_AnyNode = yaml.ScalarNode | yaml.SequenceNode | yaml.MappingNode
 
 
-def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> float:
-    return _parse_js_float(loader.construct_scalar(node))  # type: ignore[arg-type]
+def _scalar_text(loader: yaml.SafeLoader, node: _AnyNode) -> str:
+    """`loader.construct_scalar`, with its refusal of a sequence spelled out (same error) so the
+    checker sees the narrowing; a mapping it takes through its `=` value key, or refuses."""
+    if isinstance(node, yaml.SequenceNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"expected a scalar node, but found {node.id}", node.start_mark
+        )
+    return loader.construct_scalar(node)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: _AnyNode) -> int:
+    return _parse_js_int(_scalar_text(loader, node))
+
+
+def _construct_float(loader: yaml.SafeLoader, node: _AnyNode) -> float:
+    return _parse_js_float(_scalar_text(loader, node))
 
 
 def _construct_js(loader: yaml.SafeLoader, node: yaml.Node) -> JsExpr:
@@ -117,9 +131,9 @@ def _construct_js(loader: yaml.SafeLoader, node: yaml.Node) -> JsExpr:
     return JsExpr(loader.construct_scalar(node))
 
 
-def _construct_timestamp_as_str(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+def _construct_timestamp_as_str(loader: yaml.SafeLoader, node: _AnyNode) -> str:
     # An explicit !!timestamp is not part of js-yaml's JSON schema; keep the text.
-    return str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    return str(_scalar_text(loader, node))
 
 
 DshLoader.add_constructor(_TAG_INT, _construct_int)
@@ -142,8 +156,9 @@ class DshDumper(yaml.SafeDumper):
         # PyYAML never prints a tagged scalar plain; DSH's own dumps do
         # (`root: !!js dshHomePath('sessions')`). An explicit tag makes the plain
         # form unambiguous, so use it whenever the text allows a plain scalar.
+        # the emitter only asks this while it emits a ScalarEvent
         event = self.event
-        if getattr(event, "tag", None) == JS_TAG and not event.style:
+        if isinstance(event, yaml.ScalarEvent) and event.tag == JS_TAG and not event.style:
             if self.analysis is None:
                 self.analysis = self.analyze_scalar(event.value)
             a = self.analysis

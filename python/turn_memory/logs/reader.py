@@ -126,7 +126,8 @@ def read_session_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     return _parse_header(lines[0], path)
 
 
-def _malformed(tag: str, why: str) -> SessionLogError:
+def _malformed(tag: object, why: str) -> SessionLogError:
+    # the row's "type" as found: a malformed row may lack it or hold a non-string
     return SessionLogError(f"malformed {tag} storage row: {why}")
 
 

@@ -26,7 +26,7 @@ from enum import Enum
 from typing import Any, Hashable, Literal, Protocol
 
 from turn_memory.bridge.port import HostPort
-from turn_memory.bridge.protocol import ToolResult, WorkerRunResult
+from turn_memory.bridge.protocol import ToolResult, WorkerRunParams, WorkerRunResult
 from turn_memory.host.tools import ToolError
 from turn_memory.prompts import PromptError
 from turn_memory.runtime.mirror import MirroredSession
@@ -115,14 +115,13 @@ class WorkerTask(Protocol):
         ...
 
 
-async def run_worker(port: HostPort, session_id: str, spec: dict[str, Any], timeout: float) -> tuple[WorkerRunResult, int]:
-    """Run one worker through the port (`spec`: the `worker.run` fields). Returns how it ended (a
-    transport error, timeout or host refusal is an "error" stop) and the model requests it
-    counts against its job: what it reports, at most its `maxRequests`, which it counts as
-    when it does not say."""
-    bound = spec["maxRequests"]
+async def run_worker(port: HostPort, params: WorkerRunParams, timeout: float) -> tuple[WorkerRunResult, int]:
+    """Run one worker through the port. Returns how it ended (a transport error, timeout or host
+    refusal is an "error" stop) and the model requests it counts against its job: what it
+    reports, at most its `maxRequests`, which it counts as when it does not say."""
+    bound = params.maxRequests
     try:
-        outcome = await port.run_worker(session_id, spec, timeout)
+        outcome = await port.run_worker(params, timeout)
     except Exception as exc:  # a failed worker, never a failed job
         outcome = WorkerRunResult(stop="error", detail=str(exc))
     used = outcome.requests
@@ -191,10 +190,10 @@ class WorkerRun:
                 return GaveUp(Bound.PROMPT, f"the prompt failed: {exc}")
             self.current = worker_id
             try:
-                outcome, used = await run_worker(self.port, self.session.id, {
-                    "jobId": self.job_id, "workerId": worker_id, "mode": mode, "prompt": prompt, "persona": spec.persona,
-                    "tools": spec.tools, "maxRequests": min(bounds.maxWorkerRequests, budget), "label": task.label,
-                }, min(bounds.workerTimeoutS, left))
+                outcome, used = await run_worker(self.port, WorkerRunParams(
+                    sessionId=self.session.id, jobId=self.job_id, workerId=worker_id, mode=mode, prompt=prompt,
+                    persona=spec.persona, tools=spec.tools, maxRequests=min(bounds.maxWorkerRequests, budget),
+                    label=task.label), min(bounds.workerTimeoutS, left))
             finally:
                 self.current = None
             self.requests += used

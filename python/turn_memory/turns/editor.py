@@ -28,6 +28,10 @@ class EditError(ValueError):
     """A worker call that cannot be applied; the editor is unchanged."""
 
 
+#: the roles a dumped node may carry, as `Role` values
+_ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "tool": "tool"}
+
+
 @dataclass(frozen=True)
 class WorkingNode:
     id: str
@@ -230,20 +234,20 @@ class TurnNodeEditor:
                     raise ValueError(f"original node {original} does not match")
                 rebuilt.append(kept)
                 continue
-            role, text = node.get("role"), node.get("text")
-            if role not in ("user", "assistant", "tool") or not isinstance(text, str):
+            role, text = _ROLES.get(str(node.get("role"))), node.get("text")
+            if role is None or not isinstance(text, str):
                 raise ValueError(f"bad node {node.get('id')!r}")
             sources = node.get("sources")
             if not isinstance(sources, list) or not all(isinstance(s, int) for s in sources):
                 raise ValueError(f"bad sources of {node.get('id')!r}")
             result_for = node.get("resultFor")
-            rebuilt.append(WorkingNode(str(node.get("id")), role, text, None, tuple(sources),  # type: ignore[arg-type]
+            rebuilt.append(WorkingNode(str(node.get("id")), role, text, None, tuple(sources),
                                        (slice_[0], slice_[1]), result_for if isinstance(result_for, str) else None))
         at = 0
-        for node in rebuilt:  # the slices must still partition the turn's positions, in order
-            if node.slice[0] != at or node.slice[1] < node.slice[0]:
+        for working in rebuilt:  # the slices must still partition the turn's positions, in order
+            if working.slice[0] != at or working.slice[1] < working.slice[0]:
                 raise ValueError("the landing slices do not partition the turn")
-            at = node.slice[1] + 1
+            at = working.slice[1] + 1
         if at != len(editor.originals):
             raise ValueError("the landing slices do not cover the turn")
         editor.nodes = rebuilt
@@ -267,12 +271,12 @@ def tool_pairing_problem(nodes: Sequence[WorkingNode]) -> str | None:
         if original is not None and original.calls:
             for call in original.calls:
                 open_calls[call] = node.id
-        call = node.result_for
-        if call is not None:
-            if call not in open_calls:
+        answers = node.result_for
+        if answers is not None:
+            if answers not in open_calls:
                 return (f"{node.id} is a tool result whose call is gone: replace it together with the assistant "
                         "node that made the call (or fold both into an assistant node)")
-            answered.add(call)
+            answered.add(answers)
     unanswered = [f"{node_id} ({call})" for call, node_id in open_calls.items() if call not in answered]
     if unanswered:
         return ("tool calls would lose their results: " + ", ".join(unanswered)

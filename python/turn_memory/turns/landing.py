@@ -156,8 +156,9 @@ def _retained_snapshot(log: SessionLog) -> int | None:
     on_surface = set(log.nodes)
     for event in reversed(log.events):
         if event["type"] == "user/message" and is_runtime_context((event.get("data") or {}).get("source")):
-            if event["seq"] in on_surface:
-                return event["seq"]
+            seq: int = event["seq"]
+            if seq in on_surface:
+                return seq
     return None
 
 
@@ -315,8 +316,9 @@ def _block_events(log: SessionLog, block: list[BlockTurn]) -> list[dict[str, Any
         first, *rest = member.editor.nodes
         model = _model_source(member.editor.originals)
         assert model is not None
-        message = _user_message(first.text, _marker(dialect, member.ctx)) if first.changed else {
-            **copy.deepcopy(first.original.message), "id": _uuid(), "source": _marker(dialect, member.ctx)}  # type: ignore[union-attr]
+        kept = first.original  # None: the head was rewritten
+        message = _user_message(first.text, _marker(dialect, member.ctx)) if kept is None else {
+            **copy.deepcopy(kept.message), "id": _uuid(), "source": _marker(dialect, member.ctx)}
         if not events:
             events.append({"type": "user/message", "data": message,
                            "surfaceOp": dialect.replace_op(everything[0], everything[-1]),
@@ -387,8 +389,8 @@ def _appended(log: SessionLog, ctx: LandingContext, node: WorkingNode, model: di
         data.update(turn=turn, step=step)
         data["message"]["id"] = _uuid()
         for block in data["message"].get("content") or []:
-            if isinstance(block, dict) and block.get("type") == "tool-call":
-                calls[block.get("id")] = block
+            if isinstance(block, dict) and block.get("type") == "tool-call" and isinstance(block.get("id"), str):
+                calls[block["id"]] = block
         return [{"type": "assistant/message", "data": data, "surfaceOp": "append"}]
     data["id"] = _uuid()
     return [{"type": "user/message", "data": data, "surfaceOp": "append", "sourceEventSeqs": [original.seq]}]

@@ -12,7 +12,7 @@ inside the loop's step (`land_block_into`), each keeping its shape.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.host.surface import SessionLog
@@ -99,38 +99,14 @@ def refusal_in_next_turn(log_: SessionLog, turn: int, compression: Compression) 
     return next_turn, _refusal_after(log_, turn, compression, opening, next_turn, step)
 
 
-async def land_block_into(session: MirroredSession, port: HostPort, turns: list[tuple[int, Compression]],
-                          open_turn: int, open_step: int, where: str) -> tuple[LandingOutcome, str]:
-    """Land consecutive ready turns as one block inside the loop's step `open_step` of
-    `open_turn` (`land_into`'s outcomes, for all of them together)."""
-    def build(log_: SessionLog) -> Plan:
-        if log_.index.open_step != (open_turn, open_step):
-            raise LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open", transient=True)
-        return plan_block_landing(log_, _members(turns, open_turn, open_step))
-
+async def _attempt(session: MirroredSession, port: HostPort, build: Callable[[SessionLog], Plan],
+                   where: str) -> tuple[LandingOutcome, str]:
+    """Land the plan `build` makes: LANDED; REFUSED for good, with why (the turn stays raw and
+    pending: a restart redoes it); or WAITING when it could not land now but may at a later
+    landing point (the turn or step it was asked to land in is no longer open, the log kept
+    moving)."""
     try:
         await land(session, port, build)
-    except (LandingImpossible, LogKeptMoving) as exc:
-        if isinstance(exc, LogKeptMoving) or exc.transient:
-            log.info("%s: not landed now (%s); retrying at the next landing point", where, exc)
-            return LandingOutcome.WAITING, str(exc)
-        return LandingOutcome.REFUSED, str(exc)
-    except LandingError as exc:
-        return LandingOutcome.REFUSED, str(exc)
-    return LandingOutcome.LANDED, ""
-
-
-async def land_into(session: MirroredSession, port: HostPort, turn: int, compression: Compression, open_turn: int,
-                    open_step: int | None, where: str) -> tuple[LandingOutcome, str]:
-    """Land the compression while `open_turn` is open: in its pre-step (no step open), or inside
-    the loop's own step `open_step` before that step commits anything (0.2).
-
-    LANDED; REFUSED for good, with why (the turn stays raw and pending: a restart redoes it);
-    or WAITING when it could not land now but may at a later landing point (the turn or step
-    it was asked to land in is no longer open, the log kept moving).
-    """
-    try:
-        await land(session, port, lambda log_: plan_into(log_, turn, compression, open_turn, open_step))
     except (LandingImpossible, LogKeptMoving) as exc:
         if isinstance(exc, LogKeptMoving) or exc.transient:
             log.info("%s: not landed now (%s); retrying at the next landing point", where, exc)
@@ -139,3 +115,22 @@ async def land_into(session: MirroredSession, port: HostPort, turn: int, compres
     except LandingError as exc:  # incl. SpanMoved: a checkpoint took the turn, its nodes changed
         return LandingOutcome.REFUSED, str(exc)
     return LandingOutcome.LANDED, ""
+
+
+async def land_block_into(session: MirroredSession, port: HostPort, turns: list[tuple[int, Compression]],
+                          open_turn: int, open_step: int, where: str) -> tuple[LandingOutcome, str]:
+    """Land consecutive ready turns as one block inside the loop's step `open_step` of
+    `open_turn` (`_attempt`'s outcomes, for all of them together)."""
+    def build(log_: SessionLog) -> Plan:
+        if log_.index.open_step != (open_turn, open_step):
+            raise LandingImpossible(f"step {open_step} of turn {open_turn} is no longer open", transient=True)
+        return plan_block_landing(log_, _members(turns, open_turn, open_step))
+
+    return await _attempt(session, port, build, where)
+
+
+async def land_into(session: MirroredSession, port: HostPort, turn: int, compression: Compression, open_turn: int,
+                    open_step: int | None, where: str) -> tuple[LandingOutcome, str]:
+    """Land the compression while `open_turn` is open: in its pre-step (no step open), or inside
+    the loop's own step `open_step` before that step commits anything (0.2); `_attempt`'s outcomes."""
+    return await _attempt(session, port, lambda log_: plan_into(log_, turn, compression, open_turn, open_step), where)

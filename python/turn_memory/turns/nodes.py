@@ -38,8 +38,9 @@ class OriginalNode:
 
     @property
     def message(self) -> dict[str, Any]:
-        data = self.event["data"]
-        return data if self.event["type"] == "user/message" else data["message"]
+        data: dict[str, Any] = self.event["data"]
+        message: dict[str, Any] = data if self.event["type"] == "user/message" else data["message"]
+        return message
 
 
 def original_nodes(log: SessionLog, seqs: Sequence[int]) -> list[OriginalNode]:

@@ -63,7 +63,7 @@ def _kind(node: WorkingNode) -> str:
     if node.original is None:
         return "rewritten"
     o = node.original
-    kind = o.kind
+    kind: str = o.kind
     if o.calls:
         kind += f" with {len(o.calls)} tool call{'s' if len(o.calls) > 1 else ''}"
     if o.has_reasoning:
@@ -112,7 +112,8 @@ class WorkerTools:
                     raise ToolError(f"ids must list 1 to {MAX_READ_IDS} node ids")
                 picked = [editor.get(node_id) for node_id in dict.fromkeys(args.ids)]
             else:
-                i, j = editor.resolve_range(args.from_, args.to)  # type: ignore[arg-type]
+                assert args.from_ is not None, "ReadArgs requires ids or from"
+                i, j = editor.resolve_range(args.from_, args.to)
                 picked = editor.nodes[i:j + 1]
         except EditError as exc:
             raise ToolError(str(exc)) from None

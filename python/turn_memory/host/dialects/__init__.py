@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 
 from turn_memory.host.dialect import Dialect
-from turn_memory.host.dialects.rc8 import RC8
-from turn_memory.host.dialects.v02 import V02
+# re-exported (`X as X`): callers name the dialects from here
+from turn_memory.host.dialects.rc8 import RC8 as RC8
+from turn_memory.host.dialects.v02 import V02 as V02
 
 #: every dialect the engine speaks, oldest first
 DIALECTS: tuple[Dialect, ...] = (RC8, V02)

@@ -56,7 +56,7 @@ def test_every_other_move_is_refused_and_changes_nothing(before, after):
 def test_the_terminal_phases_are_the_ones_a_turn_ends_in():
     assert {p for p in Phase if p.terminal} == {Phase.LANDED, Phase.REFUSED, Phase.NO_OP, Phase.FOLDED, Phase.STOPPED}
     assert {p for p in Phase if p.settled} == {Phase.READY} | {p for p in Phase if p.terminal}
-    assert {p for p in Phase if p.held} == {Phase.PENDING, Phase.HELD}
+    assert {p for p in Phase if p.held} == {Phase.HELD}
     assert {p for p in Phase if not p.decided} == {Phase.ARRIVED, Phase.PENDING}
 
 

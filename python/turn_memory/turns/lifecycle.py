@@ -59,8 +59,9 @@ class Phase(Enum):
 
     @property
     def held(self) -> bool:
-        """Marked and waiting for the policy's worker (it blocks no landing)."""
-        return self in (Phase.PENDING, Phase.HELD)
+        """The policy holds it raw: no worker is coming for it now (it blocks no landing).
+        Not PENDING: a turn the policy has not looked at yet may still get one at once."""
+        return self is Phase.HELD
 
     @property
     def settled(self) -> bool:

@@ -15,7 +15,7 @@ import fake_host
 from fake_host import FakeHost
 from surface_builders import LogBuilder
 from turn_builders import Shape, add_turn
-from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode, PreStepParams, WorkerRunResult
+from turn_memory.bridge.protocol import AgentOptions, MeasureResult, MeteredNode, PreStepParams, WorkerRunParams, WorkerRunResult
 from turn_memory.compaction.policy import surface_prices
 from turn_memory.config import EngineConfig
 from turn_memory.engine import Engine
@@ -61,7 +61,8 @@ class Workers:
         self.host, self.engine = host, engine
         host.run_worker = self.run  # type: ignore[method-assign]
 
-    async def run(self, session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
+    async def run(self, params: WorkerRunParams, timeout: float) -> WorkerRunResult:
+        spec = params.model_dump()
         if any(t["name"] == "replace_turn_nodes" for t in spec["tools"]):
             turn = int(spec["label"].rsplit(" ", 1)[1])
             self.started.append((f"turn {turn}", len(self.host.log)))

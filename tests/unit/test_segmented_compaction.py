@@ -11,7 +11,7 @@ import pytest
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import SessionBuilder, work_session
 from turn_memory.compaction.scope import CompactionScope
-from turn_memory.bridge.protocol import AgentOptions, ToolResult, WorkerRunResult
+from turn_memory.bridge.protocol import AgentOptions, ToolResult, WorkerRunParams, WorkerRunResult
 from turn_memory.compaction.failures import CompactionFailed, error_info
 from turn_memory.compaction.manual import compact_now
 from turn_memory.config import EngineConfig
@@ -194,11 +194,11 @@ def test_a_worker_that_fails_to_run_counts_as_no_progress():
     attach_workers(host, registry, [segment_worker(1, 0)])
     play = host.run_worker
 
-    async def flaky(session_id: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-        modes.append(spec["mode"])
+    async def flaky(params: WorkerRunParams, timeout: float) -> WorkerRunResult:
+        modes.append(params.mode)
         if len(modes) == 1:
             raise TimeoutError("worker timed out")
-        return await play(session_id, spec, timeout)
+        return await play(params, timeout)
 
     host.run_worker = flaky  # type: ignore[method-assign]
     asyncio.run(compact_now(CompactionScope(host.session, host, config(), AGENT, registry), None))
@@ -258,7 +258,8 @@ def test_tool_calls_of_a_worker_that_is_no_longer_active_are_refused():
     answers: dict[str, ToolResult] = {}
     job_ids: list[str] = []
 
-    async def worker(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
+    async def worker(params: WorkerRunParams, timeout: float) -> WorkerRunResult:
+        spec = params.model_dump()
         job_ids.append(spec["jobId"])
 
         def call(name: str, worker_id: str, tool: str, args: dict[str, Any]) -> None:
@@ -319,7 +320,7 @@ def test_a_compaction_stops_at_its_wall_clock_budget():
     host = FakeHost(RC8, work_session(RC8, 3).events)
     timeouts: list[float] = []
 
-    async def slow(session_id: str, spec: dict[str, Any], timeout: float) -> WorkerRunResult:
+    async def slow(params: WorkerRunParams, timeout: float) -> WorkerRunResult:
         timeouts.append(timeout)
         await asyncio.sleep(min(timeout, 0.2))
         return WorkerRunResult(stop="completed", requests=1)

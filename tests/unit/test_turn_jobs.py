@@ -569,7 +569,7 @@ def test_a_job_stops_at_its_wall_clock_budget():
     host, service, cfg = one_turn_host(), EngineHarness().turns, config(jobTimeoutS=0.3)
     timeouts: list[float] = []
 
-    async def slow_worker(session_id, spec, timeout):
+    async def slow_worker(params, timeout):
         timeouts.append(timeout)
         await asyncio.sleep(min(timeout, 0.2))
         return WorkerRunResult(stop="completed", requests=1)

@@ -20,7 +20,7 @@ from turn_memory.compaction.policy import RETRY_GROWTH, Pressure, surface_prices
 from turn_memory.compaction.service import CompactionService
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialects import RC8
-from turn_memory.host.tokens import estimate_message
+from turn_memory.host.tokens import estimate_message, estimate_header
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
 TURNS = 6
@@ -391,3 +391,11 @@ def test_an_automatic_compaction_left_open_is_closed_by_the_next_compaction():
     ends = [e["data"] for e in host.log.events if e["type"] == "compaction/end"]
     assert ends[0]["compactionId"] == "old" and "abandoned" in ends[0]["error"]
     assert result is not None and ends[1]["compactionId"] == result.compactionId and "error" not in ends[1]
+
+
+def test_the_request_envelope_is_priced_as_the_meter_prices_it():
+    """DSH's meter rounds the system prompt and the tool list up (`Math.ceil`), and prices an
+    empty system prompt at its overhead; the engine's fallback pricing agrees to the token."""
+    assert estimate_header({"system": "abcde", "tools": [{"n": "x"}]}) == (2 + 4) + (3 + 4)  # 5 and 11 characters
+    assert estimate_header({"system": ""}) == 4
+    assert estimate_header({"tools": []}) == 0

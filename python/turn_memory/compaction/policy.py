@@ -13,14 +13,13 @@ and the cheap estimate that gates the meter) and how that one refusal is recogni
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from turn_memory.compaction.selection import Selection, first_content_index
 from turn_memory.host.surface import SessionLog
-from turn_memory.host.tokens import js_len
+from turn_memory.host.tokens import estimate_header
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.host.units import Unit, surface_units
 
@@ -51,10 +50,7 @@ def context_window(log_: SessionLog, since: int = 0, known: int | None = None) -
 def _header_tokens(log_: SessionLog) -> int:
     for event in reversed(log_.events):
         if event["type"] == "request/header":
-            header = (event.get("data") or {}).get("header") or {}
-            system = js_len(header.get("system") or "") // 4 + 4 if header.get("system") else 0
-            tools = js_len(json.dumps(header.get("tools"), separators=(",", ":"))) // 4 + 4 if header.get("tools") else 0
-            return system + tools
+            return estimate_header((event.get("data") or {}).get("header") or {})
     return 0
 
 

@@ -43,5 +43,15 @@ def estimate_content(blocks: Iterable[dict[str, Any]]) -> int:
     return tokens
 
 
+def estimate_header(header: dict[str, Any]) -> int:
+    """A request envelope's system prompt and tool declarations, as the meter prices them
+    (`estimateSystemTokens` + `estimateToolsTokens`)."""
+    system = header.get("system")
+    tools = header.get("tools")
+    return (estimate_text(system) + ROLE_OVERHEAD if isinstance(system, str) else 0) \
+        + (estimate_text(json.dumps(tools, separators=(",", ":"), ensure_ascii=False)) + BLOCK_OVERHEAD
+           if tools else 0)
+
+
 def estimate_message(message: dict[str, Any]) -> int:
     return estimate_content(message.get("content", [])) + ROLE_OVERHEAD

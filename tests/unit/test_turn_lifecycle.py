@@ -77,3 +77,4 @@ def test_reached_remembers_a_ready_rewrite_after_it_landed_or_folded():
 ])
 def test_what_the_log_alone_says_uses_the_same_phases(complete, kinds, phase):
     assert durable_phase(complete, kinds) is phase
+

@@ -121,8 +121,9 @@ class TurnJob:
         moved.set()
 
     def stop(self, reason: str) -> None:
-        """Nothing will land in this process (skipped, gave up, crashed)."""
-        if not self.done:
+        """Nothing will land in this process (skipped, gave up, crashed); a ready or finished
+        turn keeps its phase (its rewrite still lands, or already ended)."""
+        if not self.phase.settled:
             self.move(Phase.STOPPED, reason)
 
     async def until(self, test: Callable[[Phase], bool], timeout: float | None = None) -> bool:
@@ -148,7 +149,7 @@ class TurnJob:
         deadline = time.monotonic() + timeout
         if not await self.until(lambda p: p.decided, timeout) or self.held:
             return False
-        return await self.until(lambda p: p.settled, max(0.0, deadline - time.monotonic()))
+        return await self.settled(max(0.0, deadline - time.monotonic()))
 
     # -- turn/end: the pending marker --------------------------------------------------
     async def mark(self) -> None:
@@ -194,8 +195,7 @@ class TurnJob:
             await self._run(group)
         finally:
             for job in group:
-                if not job.phase.settled:  # crashed: nothing will land
-                    job.stop("stopped")
+                job.stop("stopped")  # crashed before it was ready: nothing will land
                 job._report()
 
     def _report(self) -> None:

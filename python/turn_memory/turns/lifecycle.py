@@ -4,16 +4,7 @@ A turn's state lives here and nowhere else: the job (`turns.job`), the queue
 (`turns.queue`) and the service (`turns.service`) read a turn's phase and move it, each move
 with its reason; what they used to keep as flags (held, finished, done, landed) is read off
 the phase. `inspect` and recovery name what the log alone shows with the same phases
-(`durable_phase`).
-
-```
-ARRIVED ──► PENDING ──► HELD ──► DISPATCHED ──► COMPRESSING ──► READY ──► LANDED
-   │           │  └──────────────────▲  │             │            ├──► REFUSED
-   │           │                        │             │            └──► FOLDED
-   ├──► NO_OP  └──► (STOPPED, FOLDED)   └─► STOPPED   └──► STOPPED
-   ├──► REFUSED (its no-op marker was refused)
-   └──► STOPPED (nothing to compress, marking failed)
-```
+(`durable_phase`). The moves are `TRANSITIONS`; docs/architecture.md draws them.
 """
 
 from __future__ import annotations

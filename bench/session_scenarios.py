@@ -264,7 +264,7 @@ def tasks(sc: Scenario) -> list[Any]:
 
 _TURN = re.compile(r"memory editor for turns? (\d+)")
 #: a catalog line; one worker compressing several turns sees ids prefixed by their turn (`t4.n1`)
-_NODE = re.compile(r"^- ((?:t(\d+)\.)?[nr]\d+) · (user|assistant|tool) · ", re.M)
+_NODE = re.compile(r"^- ((?:t(\d+)\.)?[nr]\d+) · (user|assistant|tool) · [^·]+ · ([^·]+) · ", re.M)
 _SEGMENT = re.compile(r"You are assigned segment (\d+); the working checkpoint is at revision (\d+)")
 _SEGMENTS = re.compile(r"The history has (\d+) segments")
 
@@ -301,14 +301,19 @@ def worker_reply(messages: Sequence[Mapping[str, Any]], tool_names: Iterable[str
         return {"tool_calls": [finish]}
     prompt = worker_task(messages)
     found = _TURN.search(prompt)
-    by_turn: dict[int, list[str]] = {}
+    by_turn: dict[int, list[tuple[str, str, str]]] = {}
     for m in _NODE.finditer(prompt):
         turn = int(m.group(2)) if m.group(2) else int(found.group(1)) if found else 0
-        by_turn.setdefault(turn, []).append(m.group(1))
+        by_turn.setdefault(turn, []).append((m.group(1), m.group(3), m.group(4).strip()))
     replaces = []
-    for k, ids in by_turn.items():
-        if turn_plan(sc, k) is None:
+    for k, nodes in by_turn.items():
+        p = turn_plan(sc, k)
+        if p is None:
             continue  # the closing turn is already as short as it usefully gets
+        ids = [node_id for node_id, _, _ in nodes]
+        if any(state == "fixed" for _, _, state in nodes):
+            replaces += in_place_rewrite(sc, k, p, nodes)
+            continue
         text = filler(f"COMPRESSED-{k}: ran the case listings for part {k}; every r{k} case passes; parse() returns "
                       "[] on empty input.", rewrite_tokens(sc, k), "kept what the listing showed")
         replaces.append({"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
@@ -317,6 +322,22 @@ def worker_reply(messages: Sequence[Mapping[str, Any]], tool_names: Iterable[str
     if not replaces:
         return {"tool_calls": [finish]}
     return {"tool_calls": replaces + [finish] if sc.worker_requests == 1 else replaces}
+
+
+def in_place_rewrite(sc: Scenario, k: int, p: TurnPlan, nodes: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    """Assistant nodes fixed (0.2's default): the opening user nodes become the request, and each
+    tool result keeps `rewrite_ratio` of its tokens (the same share of the turn as the folding
+    worker keeps, spread over the results it came from)."""
+    head = next((i for i, (_, role, _) in enumerate(nodes) if role != "user"), len(nodes))
+    calls = [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[head - 1][0], "nodes": [
+        {"role": "user", "content": f"Task {k}: make the parser handle empty input, part {k}."}]}}] if head else []
+    tools = [node_id for node_id, role, _ in nodes if role == "tool"]
+    for j, (node_id, step) in enumerate(zip(tools, p.steps), start=1):
+        text = filler(f"COMPRESSED-{k}.{j}: listing {k}.{j}: every r{k}.{j} case passes.",
+                      max(8, int(sc.rewrite_ratio * step.result_tokens)), "kept what the listing showed")
+        calls.append({"name": "replace_turn_nodes", "arguments": {"from": node_id, "to": node_id, "nodes": [
+            {"role": "tool", "content": text}]}})
+    return calls
 
 
 def segment_reply(messages: Sequence[Mapping[str, Any]], sc: Scenario) -> dict[str, Any]:

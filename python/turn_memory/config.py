@@ -116,11 +116,18 @@ class TurnConfig(_Section):
     # (27 s), so no block forms; waiting 1 turn start landed all 17 turns flattened anyway, one turn
     # later (cost 0.89x stock vs 0.83x, peak request 0.46x vs 0.40x on 0.2.1)
     shapeWaitTurns: int = Field(0, ge=0, description=(
-        "0.2 hosts: a ready compression that could land now only as one user message (`User: … Assistant: …`: "
+        "0.2 hosts with `turns.assistantNodes=rewrite`: a ready compression that could land now only as one user message (`User: … Assistant: …`: "
         "later turns follow it on the surface) waits for a landing that keeps its user/assistant shape (the turns "
         "after it ready too: they land together at a turn's first request) until this many turn starts have "
         "passed, then lands as it can; 0: it lands at the first pre-step, 1: at the next turn start. rc.8 always "
         "keeps the shape"))
+    assistantNodes: Literal["auto", "keep", "rewrite"] = Field("auto", description=(
+        "`keep`: workers leave a turn's assistant nodes as they are and rewrite its user and tool nodes, so the "
+        "compressed turn lands where it stands, keeping its user/assistant shape whatever the worker lag, and DSH's "
+        "chat keeps every turn's usage and fold; `rewrite`: workers may also fold and rewrite assistant nodes "
+        "(rc.8 replaces them in place; a 0.2 host can only append an assistant at the session's end, so there such "
+        "a turn keeps its shape only if it still ends the surface when it lands, else it lands as one user "
+        "message); `auto`: `rewrite` on rc.8, `keep` on 0.2"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
     batchTurns: int = Field(4, ge=1, description=(

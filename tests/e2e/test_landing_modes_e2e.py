@@ -3,7 +3,9 @@ what lands on the surface, and what the next model request carries.
 
 Turn 1 is one tool turn: n1 user, n2 runtime snapshot, n3 assistant + call, n4 tool result,
 n5 answer. rc.8 replaces any node in place at a pre-step; 0.2 may append an assistant node
-only inside a step its agent loop opened, so where the compression lands decides its shape.
+only inside a step its agent loop opened. By default (`turns.assistantNodes` auto) 0.2's
+workers keep the assistant nodes, so the turn lands in place wherever it stands; with
+`rewrite` where the compression lands decides its shape (the FOLD tests).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import pytest
 from helpers import host_problems, reload, text_of
 from test_turn_compression_e2e import IS_WORKER, agent_requests
 from turn_memory.devtools.scripted_workers import worker_responder
+from turn_memory.host.dialect import is_runtime_context
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
@@ -27,6 +30,11 @@ FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
 FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n5", "nodes": [
     {"role": "user", "content": "COMPRESSED-USER: what does the parser do?"},
     {"role": "assistant", "content": "COMPRESSED-ASSISTANT: it tokenizes input (listed parser.py)."}]}}]}
+IN_PLACE = {"tool_calls": [
+    {"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n2", "nodes": [
+        {"role": "user", "content": "COMPRESSED-USER: what does the parser do?"}]}},
+    {"name": "replace_turn_nodes", "arguments": {"from": "n4", "to": "n4", "nodes": [
+        {"role": "tool", "content": "REWRITTEN-RESULT: parser.py lists parse()."}]}}]}
 REWRITE_RESULT = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n4", "to": "n4", "nodes": [
     {"role": "tool", "content": "REWRITTEN-RESULT: parser.py lists parse()."}]}}]}
 
@@ -47,11 +55,11 @@ def answered(request) -> bool:
     return calls == results
 
 
-def run_two_turns(home, fake, worker_replies, *, barrier: bool, second_turn=None):
+def run_two_turns(home, fake, worker_replies, *, barrier: bool, second_turn=None, assistants: str = "auto"):
     fake.push("turn", *TURN_1, *(second_turn or ["Turn two done. SECOND-DONE"]))
     fake.add_rule(IS_WORKER, replies=worker_replies)
     run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"],
-                   engine_overrides={"turns": {"landingBarrier": barrier}})
+                   engine_overrides={"turns": {"landingBarrier": barrier, "assistantNodes": assistants}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert host_problems(run) == []
     _, events = home.session_log(run.session_id)
@@ -85,7 +93,7 @@ def test_a_turn_ready_before_the_next_request_keeps_its_user_assistant_shape(hom
     """Mode 3 on 0.2 (inside the next turn's first step, where the turn is still the surface
     tail), in-place on rc8: the turn lands as user + assistant and the next request carries
     exactly that."""
-    run, events = run_two_turns(home, fake, [FOLD, FINISH], barrier=True)
+    run, events = run_two_turns(home, fake, [FOLD, FINISH], barrier=True, assistants="rewrite")
     assert roles(home, events) == ["user", "assistant"]
     request = first_request_of_turn_2(fake)
     convo = [(m["role"], text_of(m)) for m in request.messages if m["role"] != "system"]
@@ -101,7 +109,8 @@ def test_a_turn_ready_only_later_lands_at_a_later_step(home, fake):
     slow_fold = {**FOLD, "delay_ms": 1500}
     second = [{"text": "Writing the test.", "tool_calls": [{"name": "bash", "arguments": {
         "command": "sleep 2; echo test-written", "description": "write test"}}]}, "Turn two done. SECOND-DONE"]
-    run, events = run_two_turns(home, fake, [slow_fold, FINISH], barrier=False, second_turn=second)
+    run, events = run_two_turns(home, fake, [slow_fold, FINISH], barrier=False, second_turn=second,
+                                assistants="rewrite")
     assert max(p["ms"] for p in run.pre_steps()) < 1000, run.pre_steps()
     assert [marker_of(e) for e in events if marker_of(e) == ("compression", 1)]
     expected = ["user"] if home.dialect.name == "v02" else ["user", "assistant"]
@@ -112,6 +121,32 @@ def test_a_turn_ready_only_later_lands_at_a_later_step(home, fake):
         assert text.startswith("User: COMPRESSED-USER") and "\n\nAssistant: COMPRESSED-ASSISTANT" in text
     after = next(r for r in agent_requests(fake) if "Third task" in r.last_user_text)
     assert "COMPRESSED-USER" in "".join(text_of(m) for m in after.messages)
+
+
+def test_by_default_a_turn_ready_only_later_lands_in_place_keeping_its_shape_and_assistants(home, fake):
+    """The default (`turns.assistantNodes` auto): the worker rewrites the user nodes and the
+    tool result and leaves the assistant nodes; it is slow, so it is ready only while turn 2
+    runs its tool. It lands there in place on both hosts: user, assistant, tool, assistant,
+    the assistant nodes verbatim, no step waited, the log reloads (run_two_turns), and the
+    next request carries the rewrite with every call answered."""
+    second = [{"text": "Writing the test.", "tool_calls": [{"name": "bash", "arguments": {
+        "command": "sleep 2; echo test-written", "description": "write test"}}]}, "Turn two done. SECOND-DONE"]
+    run, events = run_two_turns(home, fake, [{**IN_PLACE, "delay_ms": 1500}, FINISH], barrier=False,
+                                second_turn=second)
+    assert max(p["ms"] for p in run.pre_steps()) < 1000, run.pre_steps()
+    assert [marker_of(e) for e in events if marker_of(e) == ("compression", 1)]
+    tool = home.dialect.tool_result_role
+    log = SessionLog(home.dialect, events)
+    nodes = turn_nodes(log, 1)
+    if home.dialect.name == "rc8":  # rc8 restates the runtime snapshot the landing shadowed at the tail
+        assert is_runtime_context(log.message_of(nodes[-1]).get("source")), log.message_of(nodes[-1])
+        nodes = nodes[:-1]
+    assert [log.message_of(s)["role"] for s in nodes] == ["user", "assistant", tool, "assistant"]
+    after = next(r for r in agent_requests(fake) if "Third task" in r.last_user_text)
+    convo = [(m["role"], text_of(m)) for m in after.messages if m["role"] != "system"]
+    assert convo[0][1].startswith("COMPRESSED-USER") and convo[1] == ("assistant", "Listing the parser.")
+    assert convo[2][1].startswith("REWRITTEN-RESULT") and convo[3] == ("assistant", "The parser tokenizes input. FIRST-DONE")
+    assert answered(after)
 
 
 def test_turns_ready_by_a_turns_start_land_together_each_keeping_its_shape(home, fake, tmp_path):
@@ -133,7 +168,7 @@ def test_turns_ready_by_a_turns_start_land_together_each_keeping_its_shape(home,
 
     fake.responder = workers
     run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"], engine_overrides={
-        "turns": {"landingBarrier": True, "landingWaitS": 0.5, "shapeWaitTurns": 1},
+        "turns": {"landingBarrier": True, "landingWaitS": 0.5, "shapeWaitTurns": 1, "assistantNodes": "rewrite"},
         "engine": {"logFile": str(engine_log)}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert host_problems(run) == []
@@ -158,7 +193,7 @@ def test_a_plan_the_host_would_refuse_is_refused_before_anything_is_appended(hom
     engine_log = tmp_path / "engine.log"
     home.extra_env["TURN_MEMORY_FAULTS"] = "corrupt-turn-plan"
     fake.push("turn", *TURN_1, "Turn two done. SECOND-DONE", "Turn three. THIRD-DONE")
-    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
     run = home.run([TASK, "Second task: add a regression test.", "Third task: done?"],
                    engine_overrides={"turns": {"landingBarrier": True}, "engine": {"logFile": str(engine_log)}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])

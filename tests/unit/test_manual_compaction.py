@@ -271,7 +271,7 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form_not
 
     host = one_turn_host(dialect)
     harness = EngineHarness()
-    turns_cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": 0}})
+    turns_cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "assistantNodes": "rewrite"}})
     checkpoint = ("replace_session_memory", {"expected_revision": 0, "from": "P1", "nodes": [
         {"role": "user", "content": "CKPT: the parser."}, {"role": "assistant", "content": "CKPT: fixed."}]})
     started = attach_workers(host, harness.workers, [WorkerScript([FOLD, FINISH]),

@@ -38,7 +38,7 @@ def test_every_shipped_prompt_renders_with_its_flags_off_and_on():
     values = {"turn": "1", "turns": "1 and 2", "node_count": "2", "catalog": "c", "hints": "h", "images": "i"}
     for on in (False, True):
         # `single` and `batch` are never on together: one turn, or a backlog batch (turns.batchTurns)
-        flags = {"single": not on, "batch": on, "spawn": on, "continuing": on, "hints": on, "images": on}
+        flags = {"single": not on, "batch": on, "spawn": on, "continuing": on, "keep": on, "hints": on, "images": on}
         assert "{{" not in render_prompt("turn-compression", values, flags)
     session = {"segment_count": "1", "segment": "1", "revision": "0", "segments": "s", "sources": "x",
                "handoff": "h", "images": "i"}

@@ -70,11 +70,21 @@ def landed(host: FakeHost) -> list[tuple[int, int]]:
             if (m := marker_of(e)) is not None and m[0] == "compression"]
 
 
-@pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
-def test_one_worker_compresses_the_backlog_and_every_turn_lands_on_its_own(dialect):
+def in_place(turn: int) -> list[tuple[str, dict]]:
+    """The same turn with its assistant nodes kept (0.2's default): user nodes and the tool result rewritten."""
+    return [("replace_turn_nodes", {"from": f"t{turn}.n1", "to": f"t{turn}.n2", "nodes": [
+                {"role": "user", "content": f"COMPRESSED-USER {turn}"}]}),
+            ("replace_turn_nodes", {"from": f"t{turn}.n4", "nodes": [{"role": "tool", "content": f"COMPRESSED-TOOL {turn}"}]})]
+
+
+@pytest.mark.parametrize("dialect, assistants", [(RC8, "auto"), (V02, "rewrite"), (V02, "auto")],
+                         ids=["rc8", "v02-rewrite", "v02-kept"])
+def test_one_worker_compresses_the_backlog_and_every_turn_lands_on_its_own(dialect, assistants):
     host = backlog_host(dialect)
-    script = WorkerScript([fold(1), fold(2), fold(3), FINISH])
-    started = run_backlog(host, config(), [script])
+    kept = dialect is V02 and assistants == "auto"
+    edits = [c for t in (1, 2, 3) for c in in_place(t)] if kept else [fold(1), fold(2), fold(3)]
+    script = WorkerScript([*edits, FINISH])
+    started = run_backlog(host, config(assistantNodes=assistants), [script])
     assert len(started) == 1, [s["label"] for s in started]  # one model conversation, not three
     spec = started[0]
     assert spec["label"] == "turn-memory turns 1-3"
@@ -85,7 +95,10 @@ def test_one_worker_compresses_the_backlog_and_every_turn_lands_on_its_own(diale
     assert sorted(landed(host)) == [(1, 1), (2, 1), (3, 1)]  # each turn its own marker, oldest first
     for turn in (1, 2, 3):
         text = json.dumps([host.log.message_of(s) for s in turn_nodes(host.log, turn)])
-        assert f"COMPRESSED-ASSISTANT {turn}" in text and "step 1 answer" not in text
+        if kept:
+            assert f"COMPRESSED-TOOL {turn}" in text and "step 1 answer" in text  # the assistant stayed
+        else:
+            assert f"COMPRESSED-ASSISTANT {turn}" in text and "step 1 answer" not in text
     SessionLog(dialect, host.log.events)  # still reloads
 
 

@@ -438,7 +438,8 @@ def taken_in(host: FakeHost) -> list[int]:
 def handoff_with_a_folding_worker(dialect):
     """An ended hand-off turn, a turn service whose one worker folds it, and a dispatcher."""
     host, call = ended_handoff_host(dialect=dialect)
-    service, config = EngineHarness().turns, cfg()
+    # the worker folds the whole turn, assistants too (`turns.assistantNodes=rewrite` on 0.2)
+    service, config = EngineHarness().turns, EngineConfig.model_validate({"turns": {"assistantNodes": "rewrite"}})
     attach_workers(host, service, [WorkerScript([fold(host), FINISH])])
     return host, call, service, config, FollowupDispatcher(service)
 

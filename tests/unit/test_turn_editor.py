@@ -6,7 +6,7 @@ import pytest
 
 from turn_builders import Shape, completed_turn_log
 from turn_memory.host.dialects import RC8, V02
-from turn_memory.turns.editor import TurnNodeEditor
+from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.prompt import worker_tool_specs
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.tools import ToolError, WorkerTools
@@ -132,3 +132,54 @@ def test_a_rewrite_longer_than_what_it_replaces_cannot_finish():
     tools.call("replace_turn_nodes", {"from": "n3", "nodes": [{"role": "assistant", "content": "padding " * 400}]})
     with pytest.raises(ToolError, match="longer than what they replace"):
         tools.call("finish_turn_compression", {})
+
+
+# -- assistant nodes kept (a 0.2 host: `turns.assistantNodes` auto) -------------------------------
+
+
+def kept_tools() -> WorkerTools:
+    log, positions = completed_turn_log(V02, Shape())
+    return WorkerTools(TurnNodeEditor(2, original_nodes(log, positions), keep_assistants=True))
+
+
+def test_with_assistants_kept_the_catalog_marks_them_fixed_and_asks_no_reasoning_rewrite():
+    text = kept_tools().call("list_turn_nodes", {})
+    states = [(parts[1], parts[3]) for parts in (line.split(" · ") for line in text.splitlines()[1:])]
+    assert states == [("user", "unchanged"), ("user", "unchanged"), ("assistant", "fixed"), ("tool", "unchanged"),
+                      ("assistant", "fixed")]
+    assert "raw reasoning" in text and "must be rewritten" not in text
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"from": "n1", "to": "n5", "nodes": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]},
+     "n3, n5 are assistant nodes: on this host assistant nodes stay as they are"),
+    ({"from": "n5", "nodes": [{"role": "assistant", "content": "Done."}]}, "n5 is an assistant node"),
+    ({"from": "n1", "to": "n2", "nodes": [{"role": "assistant", "content": "a"}]},
+     r"nodes\[0\] has role 'assistant': user nodes can only become user nodes here"),
+    ({"from": "n4", "nodes": [{"role": "user", "content": "the listing"}]},
+     "a tool node is rewritten on its own here"),
+])
+def test_with_assistants_kept_a_replacement_touching_them_is_refused_and_changes_nothing(args, message):
+    tools = kept_tools()
+    before = state(tools)
+    with pytest.raises(ToolError, match=message):
+        tools.call("replace_turn_nodes", args)
+    assert state(tools) == before
+
+
+def test_with_assistants_kept_user_nodes_merge_and_tool_results_shrink_and_the_turn_is_final():
+    tools = kept_tools()
+    tools.call("replace_turn_nodes", {"from": "n1", "to": "n2", "nodes": [{"role": "user", "content": "Fix the parser."}]})
+    tools.call("replace_turn_nodes", {"from": "n4", "nodes": [{"role": "tool", "content": "2 files: a.txt b.txt"}]})
+    editor = tools.editor
+    assert [(n.role, n.changed, n.slice) for n in editor.nodes] == [
+        ("user", True, (0, 1)), ("assistant", False, (2, 2)), ("tool", True, (3, 3)), ("assistant", False, (4, 4))]
+    assert editor.final_problems() == []  # n3's reasoning stays: it cannot be rewritten here
+
+
+def test_a_saved_rewrite_of_assistants_does_not_restore_where_they_are_kept():
+    log, positions = completed_turn_log(V02, Shape())
+    free = TurnNodeEditor(2, original_nodes(log, positions))
+    free.replace("n1", "n5", [Output("user", "Fix it."), Output("assistant", "Fixed.")])
+    kept = TurnNodeEditor.restore(2, original_nodes(log, positions), free.dump(), keep_assistants=True)
+    assert kept.final_problems() == ["r1, r2 replace assistant nodes, which stay as they are on this host"]

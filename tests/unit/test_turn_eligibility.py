@@ -60,6 +60,16 @@ def test_what_the_sessions_rewrites_kept_and_its_history_move_the_price():
     assert E.choose([E.TurnFacts(5, 5000)], facts(30, surface=52_000), TurnConfig()).dispatch == ()
 
 
+def test_where_assistants_are_kept_only_the_rest_of_the_turn_is_priced_as_saved():
+    # 5000 tokens, 4000 of them assistant nodes no worker may rewrite (0.2's default): saving
+    # 0.7 x 1000 x 30 = 21,000; cost 10 x 5400 + 9000 + 0.3 x 1000 x 24 = 70,200: a chat-like turn is held
+    assert E.price(5000, facts(30), fixed=4000) == pytest.approx((21_000, 70_200))
+    held = E.choose([E.TurnFacts(5, 5000, fixed=4000)], facts(30), TurnConfig())
+    assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~21,000")
+    # the same turn with its bulk in tool results (500 fixed) pays, as above
+    assert E.choose([E.TurnFacts(5, 5000, fixed=500)], facts(40), TurnConfig()).dispatch == (5,)
+
+
 def test_held_turns_share_one_worker_and_a_batch_over_the_cap_is_priced_as_two_jobs():
     turns = [E.TurnFacts(t, 1000) for t in range(1, 7)]
     # 6000 tokens, two jobs of at most 4 turns: 10 x (6000 + 800) + 2 x (20,000 - 6000 + 2000) + 0.3 x 6000 x 24

@@ -66,7 +66,8 @@ def run(coro):
 
 @pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
 def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialect):
-    host, service, cfg = one_turn_host(dialect), EngineHarness().turns, config()
+    # v02 with workers that may rewrite assistants (`turns.assistantNodes=rewrite`: the tail form)
+    host, service, cfg = one_turn_host(dialect), EngineHarness().turns, config(assistantNodes="rewrite")
     started = attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -94,7 +95,7 @@ def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoi
     """Past the next turn's first step the landed turn is no longer the surface tail, and no
     step may hold an appended assistant: with `turns.shapeWaitTurns` 0 it lands at once, as
     one user checkpoint (mode 4)."""
-    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=0)
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=0, assistantNodes="rewrite")
     attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
 
     async def scenario():
@@ -112,6 +113,46 @@ def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoi
     nodes = turn_nodes(host.log, 1)
     assert [host.log.message_of(s)["role"] for s in nodes] == ["user"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
+    assert SessionLog(V02, host.log.events).reload_problems == []
+
+
+IN_PLACE = [("replace_turn_nodes", {"from": "n1", "to": "n2", "nodes": [{"role": "user", "content": "Fix the parser."}]}),
+            ("replace_turn_nodes", {"from": "n4", "nodes": [{"role": "tool", "content": "a.txt b.txt"}]}), FINISH]
+
+
+def test_v02_a_turn_ready_turns_later_lands_in_place_keeping_its_assistants_and_its_shape():
+    """The default on 0.2 (`turns.assistantNodes` auto): the worker leaves the assistant nodes
+    as they are, so a compression that is ready only after the next turn ran (the turn is no
+    longer the surface tail) lands node by node where it stands: user, assistant, tool,
+    assistant, nothing appended, the later turn untouched, and the log reloads."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config()
+    slow = asyncio.Event()
+    started = attach_workers(host, service, [WorkerScript(IN_PLACE, gate=slow)])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await asyncio.sleep(0.05)
+        assert await next_turn_prestep(host, service, cfg, turn=2) is False  # not ready yet
+        play_turn(host, 2, started=True)
+        await complete_turn(host, service, cfg, turn=2)
+        slow.set()
+        await service.drained(SESSION, 5)
+        turn2 = [host.log.events[s]["seq"] for s in turn_nodes(host.log, 2)]
+        await next_turn_prestep(host, service, cfg, turn=3)
+        assert [host.log.events[s]["seq"] for s in turn_nodes(host.log, 2)] == turn2
+
+    before = [e["seq"] for e in host.log.events if e["type"] == "assistant/message"]
+    run(scenario())
+    assert "· assistant · assistant with 1 tool call, raw reasoning · fixed ·" in started[0]["prompt"]
+    assert "Assistant nodes stay as they are" in started[0]["prompt"]
+    nodes = turn_nodes(host.log, 1)
+    assert shapes(host, 1) == [["user", "assistant", "tool", "assistant"]]
+    assert [s for s in nodes if host.log.events[s]["type"] == "assistant/message"] == before
+    assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
+    assert [b.get("text") for b in V02.tool_result_blocks(host.log.message_of(nodes[2]))] == ["a.txt b.txt"]
+    landing = [e for e in host.log.events if e["seq"] >= nodes[0] and e["type"] != "step/start"]  # the loop's next step
+    assert [(e["type"], e.get("surfaceOp") == "append") for e in landing] == [("user/message", False),
+                                                                              ("tool/result", False)]
     assert SessionLog(V02, host.log.events).reload_problems == []
 
 
@@ -147,7 +188,7 @@ def test_v02_turns_ready_by_a_turns_start_land_as_one_block_each_keeping_its_sha
     """Turn 1's worker is slow, turn 2's fast: by turn 3's first request both are ready and
     reach the surface tail together, so they land as one plan inside that step (one cache
     break), each as user + assistant, and recovery finds nothing to redo."""
-    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(batchTurns=1)
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(batchTurns=1, assistantNodes="rewrite")
     slow = asyncio.Event()
     attach_workers(host, service, [WorkerScript([fold(1), FINISH], gate=slow), WorkerScript([fold(2), FINISH])])
 
@@ -174,7 +215,7 @@ def test_v02_a_ready_turn_waits_for_the_next_turns_start_to_land_with_the_turn_a
     """Turn 1 is ready only in turn 2's second step: landing then would flatten it (turn 2
     follows it). With `turns.shapeWaitTurns` 1 it waits, and lands with turn 2 at turn 3's
     first request, both keeping their shape."""
-    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=1, batchTurns=1)
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=1, batchTurns=1, assistantNodes="rewrite")
     slow = asyncio.Event()
     attach_workers(host, service, [WorkerScript([fold(1), FINISH], gate=slow), WorkerScript([fold(2), FINISH])])
 
@@ -200,7 +241,7 @@ def test_v02_a_ready_turn_stops_waiting_for_its_shape_at_the_shape_wait_turns_th
     """Turn 2's worker never finishes in time, so no block can take turn 1: it lands as one
     user message at the `turns.shapeWaitTurns`-th turn start after it was ready (turn 3's
     start for 1, turn 4's for 2), and not before."""
-    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=wait_turns, batchTurns=1)
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config(shapeWaitTurns=wait_turns, batchTurns=1, assistantNodes="rewrite")
     stuck = asyncio.Event()
     attach_workers(host, service, [WorkerScript([fold(1), FINISH]), WorkerScript([fold(2), FINISH], gate=stuck)])
     landed_at: list[int] = []

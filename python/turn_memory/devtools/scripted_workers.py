@@ -15,7 +15,7 @@ from typing import Any
 from turn_memory.devtools.fake_model import FakeRequest
 
 #: a catalog line; a backlog compressed by one worker prefixes every id with its turn (`t4.n1`)
-_NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · [^·]+ · capacity \d+ · (.*)$", re.M)
+_NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · ([^·]+) · capacity \d+ · (.*)$", re.M)
 #: a segment's source line; a user node says what kind it is (`- S2.1 · user · host-context · …`)
 _SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (?:(human|host-context|checkpoint|compressed-turn) · )?(.*)$", re.M)
 #: an image marker the rewrite must keep, character for character
@@ -58,14 +58,17 @@ def _turn_worker(req: FakeRequest) -> dict[str, Any]:
     if _last_tool_result(req).startswith("Accepted"):
         return _call("finish_turn_compression", {})
     task = _task(req)
-    turns: dict[str, list[tuple[str, str, str, str]]] = {}
+    turns: dict[str, list[tuple[str, str, str, str, str]]] = {}
     for node in _NODE.findall(task):
         turns.setdefault(node[0].rpartition(".")[0], []).append(node)
     calls = []
     for nodes in turns.values():  # each turn of a batch on its own
-        human = next((p for _, role, kind, p in nodes if role == "user" and kind.strip() == "human"), nodes[0][3])
-        answer = next((p for _, role, _, p in reversed(nodes) if role == "assistant"), "")
-        if len(nodes) <= 2 and not any("raw reasoning" in kind for _, _, kind, _ in nodes):
+        if any(state.strip() == "fixed" for _, _, _, state, _ in nodes):
+            calls += _in_place(nodes, task)
+            continue
+        human = next((p for _, role, kind, _, p in nodes if role == "user" and kind.strip() == "human"), nodes[0][4])
+        answer = next((p for _, role, _, _, p in reversed(nodes) if role == "assistant"), "")
+        if len(nodes) <= 2 and not any("raw reasoning" in kind for _, _, kind, _, _ in nodes):
             continue  # already as short as it usefully gets
         calls.append({"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
             {"role": "user", "content": _with_images(human.strip(), task)},
@@ -74,6 +77,27 @@ def _turn_worker(req: FakeRequest) -> dict[str, Any]:
     if not calls:
         return _call("finish_turn_compression", {})
     return {"tool_calls": calls}
+
+
+def _in_place(nodes: list[tuple[str, str, str, str, str]], task: str) -> list[dict[str, Any]]:
+    """Assistant nodes fixed (a 0.2 host): the opening user nodes become the person's request,
+    each tool result its preview's first words; the image markers ride on the request."""
+    calls: list[dict[str, Any]] = []
+    head = 0
+    while head < len(nodes) and nodes[head][1] == "user":
+        head += 1
+    if head:
+        human = next((p for _, _, kind, _, p in nodes[:head] if kind.strip() == "human"), nodes[0][4])
+        text = _with_images(human.strip(), task)
+        if head > 1 or text != nodes[0][4].strip():
+            calls.append({"name": "replace_turn_nodes", "arguments": {
+                "from": nodes[0][0], "to": nodes[head - 1][0], "nodes": [{"role": "user", "content": text}]}})
+    for node_id, role, _, state, preview in nodes[head:]:
+        short = " ".join(preview.split()[:8])
+        if role == "tool" and state.strip() == "unchanged" and len(short) < len(preview.strip()):
+            calls.append({"name": "replace_turn_nodes", "arguments": {
+                "from": node_id, "to": node_id, "nodes": [{"role": "tool", "content": short}]}})
+    return calls
 
 
 def _whole_words(preview: str) -> str:

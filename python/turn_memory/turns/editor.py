@@ -12,6 +12,12 @@ validated and landed. Originals are `n1…nN`; every accepted replacement gets f
 
 A node's capacity is the size of its slice: a replacement of a range may produce at most
 as many nodes as the range has positions (M ≤ N).
+
+With `keep_assistants` (a 0.2 host, where an assistant/message can only be appended at the
+session's end) assistant nodes are fixed: a replacement covers user nodes only (becoming
+user nodes) or one tool result (its content), so the turn lands where it stands, node by
+node, whatever the surface holds after it
+(docs/decisions.md#on-02-a-turn-keeps-its-assistant-nodes-and-lands-in-place).
 """
 
 from __future__ import annotations
@@ -77,11 +83,14 @@ def split_positions(first: int, last: int, parts: int) -> list[tuple[int, int]]:
 
 
 class TurnNodeEditor:
-    def __init__(self, turn: int, originals: Sequence[OriginalNode], id_prefix: str = ""):
+    def __init__(self, turn: int, originals: Sequence[OriginalNode], id_prefix: str = "", *,
+                 keep_assistants: bool = False):
         if not originals:
             raise ValueError("a turn with no surface nodes cannot be edited")
         self.turn = turn
         self.originals = list(originals)
+        #: assistant nodes stay verbatim (see the module docstring)
+        self.keep_assistants = keep_assistants
         #: prepended to every id (`t4.n1`) when one worker edits several turns at once
         self.id_prefix = id_prefix
         self.nodes: list[WorkingNode] = [
@@ -130,6 +139,8 @@ class TurnNodeEditor:
             if not out.text.strip():
                 raise EditError(f"nodes[{k}] has empty content")
         self._check_tool_outputs(selected, outputs)
+        if self.keep_assistants:
+            self._check_kept_assistants(selected, outputs)
         if i == 0 and outputs[0].role != "user":
             raise EditError("the turn must start with a user node: the first output replacing n1's position must be "
                             "role 'user'")
@@ -165,6 +176,23 @@ class TurnNodeEditor:
                             "select exactly one tool node and give exactly one node with role 'tool'; fold tool "
                             "traffic into an assistant node instead")
 
+    @staticmethod
+    def _check_kept_assistants(selected: list[WorkingNode], outputs: Sequence[Output]) -> None:
+        fixed = [n.id for n in selected if n.role == "assistant"]
+        if fixed:
+            raise EditError(f"{', '.join(fixed)} {'is an assistant node' if len(fixed) == 1 else 'are assistant nodes'}"
+                            ": on this host assistant nodes stay as they are (the turn lands where it stands); "
+                            "select only user nodes, or one tool node, and rewrite those")
+        if any(n.role == "tool" for n in selected):
+            if len(selected) != 1 or len(outputs) != 1 or outputs[0].role != "tool":
+                raise EditError("a tool node is rewritten on its own here: select exactly one tool node and give "
+                                "exactly one node with role 'tool' (what mattered in its result)")
+            return
+        wrong = [k for k, out in enumerate(outputs) if out.role != "user"]
+        if wrong:
+            raise EditError(f"nodes[{wrong[0]}] has role '{outputs[wrong[0]].role}': user nodes can only become user "
+                            "nodes here (assistant nodes stay as they are on this host)")
+
     # -- validation --------------------------------------------------------------------
     def final_problems(self) -> list[str]:
         """Why the current working surface cannot land (empty when it can)."""
@@ -176,9 +204,14 @@ class TurnNodeEditor:
         if problem := tool_pairing_problem(self.nodes):
             problems.append(problem)
         raw = [n.id for n in self.nodes if n.original is not None and n.original.has_reasoning]
-        if raw:
+        if raw and not self.keep_assistants:
             problems.append(f"{', '.join(raw)} still carry raw reasoning: rewrite them (keep what the reasoning "
                             "established as ordinary assistant text)")
+        if self.keep_assistants:
+            moved = [n.id for n in self.nodes if n.changed and any(
+                self.originals[i].role == "assistant" for i in range(n.slice[0], n.slice[1] + 1))]
+            if moved:
+                problems.append(f"{', '.join(moved)} replace assistant nodes, which stay as they are on this host")
         grown = self._growth()
         if grown is not None:
             problems.append(f"the rewritten nodes are longer than what they replace (~{grown[0]} vs ~{grown[1]} "
@@ -216,10 +249,11 @@ class TurnNodeEditor:
                  "sources": list(n.sources), "slice": list(n.slice), "resultFor": n.result_for} for n in self.nodes]
 
     @classmethod
-    def restore(cls, turn: int, originals: Sequence[OriginalNode], nodes: Sequence[dict[str, object]]) -> "TurnNodeEditor":
+    def restore(cls, turn: int, originals: Sequence[OriginalNode], nodes: Sequence[dict[str, object]], *,
+                keep_assistants: bool = False) -> "TurnNodeEditor":
         """An editor whose working surface is `nodes` (from `dump`) over the same originals;
         ValueError when they do not fit these originals."""
-        editor = cls(turn, originals)
+        editor = cls(turn, originals, keep_assistants=keep_assistants)
         rebuilt: list[WorkingNode] = []
         for node in nodes:
             original = node.get("original")

@@ -22,7 +22,9 @@ input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):
   (k x T x (MISS - 1)).
 
 k is the share of a turn this session's rewrites kept so far (`KEEP_PRIOR` until one has
-landed). A batch is dispatched when saving >= cost, or when the surface has reached half of
+landed). Where workers keep assistant nodes (0.2, `turns.assistantNodes`), T in the saving and
+the rewrite is only what a worker may rewrite (the turn less its assistant nodes, `fixed`):
+a chat turn, nearly all assistant, pays for no worker there. A batch is dispatched when saving >= cost, or when the surface has reached half of
 the session-compaction threshold (under the same prior the session doubles again, and would
 otherwise cross it: a lossy fold costs more than any worker), or when a turn ended with a
 hand-off (the model asked for its compression; its follow-up runs only on the compressed
@@ -72,6 +74,8 @@ class TurnFacts:
     tokens: int
     #: the turn ended with a hand-off that waits for its compression
     handoff: bool = False
+    #: of `tokens`, what no worker may rewrite (assistant nodes where they are kept)
+    fixed: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,12 +116,14 @@ def batches(tokens: Sequence[int], config: TurnConfig) -> list[int]:
     return out
 
 
-def price(tokens: int, session: SessionFacts, jobs: int = 1) -> tuple[float, float]:
-    """(saving, cost) of compressing `tokens` of raw turns with `jobs` workers, in cached-token units."""
+def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0) -> tuple[float, float]:
+    """(saving, cost) of compressing `tokens` of raw turns, `fixed` of them not rewritable, with
+    `jobs` workers, in cached-token units."""
     k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
-    saving = (1 - k) * tokens * session.agent_requests
+    rewritable = max(0, tokens - fixed)
+    saving = (1 - k) * rewritable * session.agent_requests
     history = max(0, session.surface_tokens - tokens) + WORKER_PREFIX_TOKENS
-    cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * tokens * (OUTPUT + MISS - 1)
+    cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * rewritable * (OUTPUT + MISS - 1)
     return saving, cost
 
 
@@ -139,7 +145,8 @@ def choose(candidates: Sequence[TurnFacts], session: SessionFacts, config: TurnC
     if session.threshold_tokens and session.surface_tokens >= WINDOW_SHARE * session.threshold_tokens:
         return Choice(turns, f"{held}: the surface ({session.surface_tokens} tokens) is past half of the compaction "
                              f"threshold ({session.threshold_tokens})")
-    saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)))
+    saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)),
+                         sum(c.fixed for c in candidates))
     numbers = (f"saves ~{saving:,.0f} over the {session.agent_requests} requests the session is expected to make yet, "
                f"costs ~{cost:,.0f} (cached-token units)")
     if saving >= cost:

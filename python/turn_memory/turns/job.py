@@ -42,6 +42,7 @@ from turn_memory.turns import landing_check, sidecar
 from turn_memory.turns.batch_run import BatchRun
 from turn_memory.turns.compression import Compression, surface_positions
 from turn_memory.turns.editor import TurnNodeEditor
+from turn_memory.turns.landing import keeps_assistants
 from turn_memory.turns.lifecycle import Lifecycle, Phase
 from turn_memory.turns.marking import Marked, mark
 from turn_memory.turns.nodes import OriginalNode, original_nodes
@@ -218,8 +219,9 @@ class TurnJob:
         prefix = len(todo) > 1
         work: list[tuple[TurnJob, Compression]] = []
         for job, positions, originals in todo:
-            job.compression = Compression(positions, TurnNodeEditor(job.turn, originals,
-                                                                    id_prefix=f"t{job.turn}." if prefix else ""))
+            job.compression = Compression(positions, TurnNodeEditor(
+                job.turn, originals, id_prefix=f"t{job.turn}." if prefix else "",
+                keep_assistants=keeps_assistants(job.session.log.dialect, job.config.assistantNodes)))
             work.append((job, job.compression))
         batch = self._batch = BatchRun.start(self.session, self.port, self.job_id, self.config,
                                              [(c.editor, job.hints) for job, c in work])
@@ -256,8 +258,9 @@ class TurnJob:
             self.stop("skipped")
             return None
         originals = original_nodes(self.session.log, positions)
+        keep = keeps_assistants(self.session.log.dialect, self.config.assistantNodes)
         restored = sidecar.restore(self.results, self.session.log, self.session.id, self.turn, positions, originals,
-                                   self.where) if self.results is not None else None
+                                   self.where, keep_assistants=keep) if self.results is not None else None
         if restored is not None:
             self.compression = restored
             self.move(Phase.READY, "restored its finished compression from the sidecar file (no worker); landing at "

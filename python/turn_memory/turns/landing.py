@@ -63,6 +63,12 @@ class LandingContext:
     ahead: int = 0
 
 
+def keeps_assistants(dialect: Dialect, setting: str) -> bool:
+    """Whether workers leave assistant nodes verbatim (`turns.assistantNodes`): `auto` keeps
+    them where an assistant/message can only be appended (0.2), so every turn lands in place."""
+    return setting == "keep" or (setting == "auto" and not dialect.assistant_may_replace)
+
+
 class LandingImpossible(Exception):
     """This dialect/moment cannot land this surface (nothing is appended). `transient`: a
     later landing point may (the turn or step it was asked to land in is no longer open)."""
@@ -259,12 +265,16 @@ def lands_in_place(log: SessionLog, editor: TurnNodeEditor, open_turn: int | Non
 
 
 def _one_to_one(editor: TurnNodeEditor, open_turn: int | None) -> bool:
-    """Mode 2: only user/tool nodes changed, each one-to-one onto a node of its own type; a
+    """Mode 2 (in place): assistant nodes unchanged; each changed node is a user node over user
+    positions only (consecutive user nodes may merge) or a one-to-one tool-result rewrite; a
     tool-result rewrite reloads only inside an open turn (v02 lifecycle)."""
-    nodes = editor.nodes
-    return all(n.original is not None or (n.capacity == 1 and _same_type(editor, n)) for n in nodes) \
-        and all(n.role != "assistant" or not n.changed for n in nodes) \
-        and (open_turn is not None or not any(n.changed and n.role == "tool" for n in nodes))
+    def in_place(n: WorkingNode) -> bool:
+        if n.original is not None:
+            return True
+        roles = {editor.originals[i].role for i in range(n.slice[0], n.slice[1] + 1)}
+        return roles == {n.role} and (n.role == "user" or (n.role == "tool" and n.capacity == 1))
+    return all(in_place(n) for n in editor.nodes) \
+        and (open_turn is not None or not any(n.changed and n.role == "tool" for n in editor.nodes))
 
 
 @dataclass(frozen=True)
@@ -347,10 +357,6 @@ def plan_block_landing(log: SessionLog, block: list[BlockTurn]) -> Plan:
     kept = sum(len(m.editor.nodes) for m in block)
     return Plan(_block_events(log, block), spans=[[p for m in block for p in m.positions]],
                 label=f"turns {', '.join(map(str, turns))} block landing ({nodes} -> {kept})", kind=PlanKind.TURN_LANDING)
-
-
-def _same_type(editor: TurnNodeEditor, node: WorkingNode) -> bool:
-    return editor.originals[node.slice[0]].role == node.role
 
 
 def _appended(log: SessionLog, ctx: LandingContext, node: WorkingNode, model: dict[str, Any],

@@ -33,5 +33,6 @@ def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: boo
          "catalog": "\n\n".join(catalog(e, previews=True) for e in editors),
          "hints": hints_text(hints), "images": "\n".join(images)},
         {"single": len(editors) == 1, "batch": len(editors) > 1, "spawn": spawn, "continuing": continuing,
+         "keep": any(e.keep_assistants for e in editors),
          "hints": bool(hints), "images": bool(images)},
     )

@@ -31,6 +31,7 @@ from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns import eligibility, landing_check
 from turn_memory.turns.job import TurnJob
+from turn_memory.turns.landing import keeps_assistants
 from turn_memory.turns.lifecycle import Phase
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
@@ -85,8 +86,7 @@ class SessionTurns:
         if not jobs:
             return
         session = jobs[0].session
-        candidates = [eligibility.TurnFacts(job.turn, session.log.tokens(session.log.index.turn_nodes(job.turn)),
-                                            job.turn in session.continuations.requests) for job in jobs]
+        candidates = [self._facts(session, job.turn) for job in jobs]
         try:
             choice = eligibility.choose(candidates, self._session_facts(session), self.config.turns)
             chosen, reason = set(choice.dispatch), choice.reason
@@ -100,6 +100,13 @@ class SessionTurns:
                 job.move(Phase.DISPATCHED, reason)
             elif job.phase is Phase.PENDING:
                 job.move(Phase.HELD, reason)
+
+    def _facts(self, session: MirroredSession, turn: int) -> eligibility.TurnFacts:
+        log_, nodes = session.log, session.log.index.turn_nodes(turn)
+        fixed = [s for s in nodes if log_.events[s]["type"] == "assistant/message"] \
+            if keeps_assistants(log_.dialect, self.config.turns.assistantNodes) else []
+        return eligibility.TurnFacts(turn, log_.tokens(nodes), turn in session.continuations.requests,
+                                     log_.tokens(fixed))
 
     def _session_facts(self, session: MirroredSession) -> eligibility.SessionFacts:
         index = session.log.index
@@ -234,9 +241,14 @@ class SessionTurns:
         """A rewrite landed: what it kept tells the policy what this session's rewrites keep."""
         if job.compression is None or not job.tokens or not job.compression.editor.changed:
             return
-        kept = sum(estimate_text(node.text) for node in job.compression.editor.nodes)
+        editor = job.compression.editor
+        # where assistants are kept, the ratio is over what a worker may rewrite (`TurnFacts.fixed`)
+        fixed = [n.original.seq for n in editor.nodes
+                 if editor.keep_assistants and n.role == "assistant" and n.original is not None]
+        kept = sum(estimate_text(n.text) for n in editor.nodes if n.original is None or n.original.seq not in fixed)
+        fixed_tokens = job.session.log.tokens(fixed)
         raw, before = self.kept
-        self.kept = (raw + job.tokens, before + kept)
+        self.kept = (raw + max(0, job.tokens - fixed_tokens), before + kept)
 
     def ready_within(self, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
         inside, out = set(seqs), {}

@@ -22,7 +22,7 @@ def save(results: ResultStore, log_: SessionLog, session_id: str, turn: int, com
 
 
 def restore(results: ResultStore, log_: SessionLog, session_id: str, turn: int, positions: list[int],
-            originals: list[OriginalNode], where: str) -> Compression | None:
+            originals: list[OriginalNode], where: str, *, keep_assistants: bool = False) -> Compression | None:
     """Rebuild a finished compression a previous process kept; drop it when it no longer stands."""
     record = results.load(session_id, turn)
     if record is None:
@@ -31,7 +31,7 @@ def restore(results: ResultStore, log_: SessionLog, session_id: str, turn: int, 
     editor = None
     if why is None:
         try:
-            editor = TurnNodeEditor.restore(turn, originals, record.get("nodes") or [])
+            editor = TurnNodeEditor.restore(turn, originals, record.get("nodes") or [], keep_assistants=keep_assistants)
         except ValueError as exc:
             why = f"its working nodes do not fit the turn ({exc})"
         else:

@@ -59,7 +59,7 @@ def tool_specs(descriptions: Mapping[str, str]) -> list[dict[str, Any]]:
             for name in TOOL_NAMES]
 
 
-def _kind(node: WorkingNode) -> str:
+def _kind(node: WorkingNode, keep_assistants: bool) -> str:
     if node.original is None:
         return "rewritten"
     o = node.original
@@ -67,7 +67,7 @@ def _kind(node: WorkingNode) -> str:
     if o.calls:
         kind += f" with {len(o.calls)} tool call{'s' if len(o.calls) > 1 else ''}"
     if o.has_reasoning:
-        kind += ", raw reasoning (must be rewritten)"
+        kind += ", raw reasoning" + ("" if keep_assistants else " (must be rewritten)")
     return kind
 
 
@@ -75,8 +75,9 @@ def catalog(editor: TurnNodeEditor, *, previews: bool) -> str:
     lines = [f"Turn {editor.turn}: {len(editor.nodes)} current nodes from {len(editor.originals)} original positions "
              f"(revision {editor.revision})."]
     for node in editor.nodes:
-        state = "changed" if node.changed else "unchanged"
-        line = f"- {node.id} · {node.role} · {_kind(node)} · {state} · capacity {node.capacity}"
+        fixed = editor.keep_assistants and node.role == "assistant"
+        state = "fixed" if fixed else "changed" if node.changed else "unchanged"
+        line = f"- {node.id} · {node.role} · {_kind(node, editor.keep_assistants)} · {state} · capacity {node.capacity}"
         if previews:
             line += f" · {preview(node.text)}"
         lines.append(line)

@@ -128,6 +128,10 @@ class TurnConfig(_Section):
         "(rc.8 replaces them in place; a 0.2 host can only append an assistant at the session's end, so there such "
         "a turn keeps its shape only if it still ends the surface when it lands, else it lands as one user "
         "message); `auto`: `rewrite` on rc.8, `keep` on 0.2"))
+    maxParts: int = Field(4, ge=1, le=16, description=(
+        "at most this many workers rewrite one turn at once, each a part of it (whole steps), when one worker "
+        "would not finish within the time the session's turns take (from the speed its workers wrote at so far); "
+        "1: one worker per turn"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
     batchTurns: int = Field(4, ge=1, description=(

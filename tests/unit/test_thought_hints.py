@@ -312,8 +312,10 @@ def test_endpoint_down_fails_fast():
 # -- the worker prompt ---------------------------------------------------------------------
 def test_the_prompt_section_appears_only_with_hints():
     hint = Hint(ReasoningBlock(1, 2, "Let me think about the lexer first. " * 20), "- HINT-A")
-    values = {"turn": "1", "turns": "1", "node_count": "3", "catalog": "- n1 · user", "images": ""}
-    flags = {"single": True, "batch": False, "spawn": False, "continuing": False, "keep": False, "images": False}
+    values = {"turn": "1", "turns": "1", "node_count": "3", "catalog": "- n1 · user", "images": "", "part": "",
+              "part_nodes": ""}
+    flags = {"single": True, "batch": False, "spawn": False, "continuing": False, "keep": False, "part": False,
+             "images": False}
     with_hints = render_prompt("turn-compression", {**values, "hints": hints_text([hint])}, {**flags, "hints": True})
     without = render_prompt("turn-compression", {**values, "hints": ""}, {**flags, "hints": False})
     assert "Thought hints (navigation only)" in with_hints and "- HINT-A" in with_hints

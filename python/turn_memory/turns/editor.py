@@ -194,54 +194,64 @@ class TurnNodeEditor:
                             "nodes here (assistant nodes stay as they are on this host)")
 
     # -- validation --------------------------------------------------------------------
-    def final_problems(self) -> list[str]:
-        """Why the current working surface cannot land (empty when it can)."""
+    def in_scope(self, scope: tuple[int, int] | None) -> list[WorkingNode]:
+        """The current nodes that land within original positions `scope` (all when None)."""
+        if scope is None:
+            return list(self.nodes)
+        return [n for n in self.nodes if scope[0] <= n.slice[0] and n.slice[1] <= scope[1]]
+
+    def final_problems(self, scope: tuple[int, int] | None = None) -> list[str]:
+        """Why the current working surface cannot land (empty when it can); with `scope`, only
+        its part of the turn (original positions [first, last], cut between steps)."""
         problems: list[str] = []
-        if self.nodes[0].role != "user":
-            problems.append(f"the turn must start with a user node ({self.nodes[0].id} is {self.nodes[0].role})")
-        if self.nodes[-1].role != "assistant":
-            problems.append(f"the turn must end with an assistant node ({self.nodes[-1].id} is {self.nodes[-1].role})")
-        if problem := tool_pairing_problem(self.nodes):
+        nodes = self.in_scope(scope)
+        if not nodes:
+            return ["a node of this part reaches outside it"]
+        if nodes[0].slice[0] == 0 and nodes[0].role != "user":
+            problems.append(f"the turn must start with a user node ({nodes[0].id} is {nodes[0].role})")
+        if nodes[-1].slice[1] == len(self.originals) - 1 and nodes[-1].role != "assistant":
+            problems.append(f"the turn must end with an assistant node ({nodes[-1].id} is {nodes[-1].role})")
+        if problem := tool_pairing_problem(nodes):
             problems.append(problem)
-        raw = [n.id for n in self.nodes if n.original is not None and n.original.has_reasoning]
+        raw = [n.id for n in nodes if n.original is not None and n.original.has_reasoning]
         if raw and not self.keep_assistants:
             problems.append(f"{', '.join(raw)} still carry raw reasoning: rewrite them (keep what the reasoning "
                             "established as ordinary assistant text)")
         if self.keep_assistants:
-            moved = [n.id for n in self.nodes if n.changed and any(
+            moved = [n.id for n in nodes if n.changed and any(
                 self.originals[i].role == "assistant" for i in range(n.slice[0], n.slice[1] + 1))]
             if moved:
                 problems.append(f"{', '.join(moved)} replace assistant nodes, which stay as they are on this host")
-        grown = self._growth()
+        grown = self._growth(nodes)
         if grown is not None:
             problems.append(f"the rewritten nodes are longer than what they replace (~{grown[0]} vs ~{grown[1]} "
                             "tokens): shorten them")
-        problems += image_problems(self.image_markers(), [n.text for n in self.nodes],
-                                   [n.text for n in self.nodes if n.changed])
+        problems += image_problems(self.image_markers(scope), [n.text for n in nodes], [n.text for n in nodes if n.changed])
         return problems
 
-    def _growth(self) -> tuple[int, int] | None:
+    def _growth(self, nodes: Sequence[WorkingNode]) -> tuple[int, int] | None:
         """(new, old) estimated tokens when the rewrite grew the turn: compression never does."""
-        changed = [n for n in self.nodes if n.changed]
+        changed = [n for n in nodes if n.changed]
         new = sum(estimate_message({"content": [{"type": "text", "text": n.text}]}) for n in changed)
         old = sum(estimate_message(self.originals[i].message)
                   for n in changed for i in range(n.slice[0], n.slice[1] + 1))
         return (new, old) if new > old else None
 
-    def image_markers(self) -> list[str]:
-        """The turn's image markers, each of which must survive the rewrite."""
-        return list(dict.fromkeys(m for original in self.originals for m in original.images))
+    def image_markers(self, scope: tuple[int, int] | None = None) -> list[str]:
+        """The turn's image markers (of its part `scope`), each of which must survive the rewrite."""
+        originals = self.originals if scope is None else self.originals[scope[0]:scope[1] + 1]
+        return list(dict.fromkeys(m for original in originals for m in original.images))
 
     @property
     def changed(self) -> bool:
         return any(n.changed for n in self.nodes)
 
     # -- what a job keeps ----------------------------------------------------------------
-    def shape(self) -> tuple[tuple[object, ...], ...]:
-        """The working surface as content: what the nodes say and where they land, not their
-        ids (a rewrite that restates the same nodes under new ids has the same shape)."""
+    def shape(self, scope: tuple[int, int] | None = None) -> tuple[tuple[object, ...], ...]:
+        """The working surface (of part `scope`) as content: what the nodes say and where they
+        land, not their ids (a rewrite that restates the same nodes under new ids has the same shape)."""
         return tuple((n.role, n.text, n.slice, n.original.index if n.original is not None else None, n.result_for)
-                     for n in self.nodes)
+                     for n in self.in_scope(scope))
 
     def dump(self) -> list[dict[str, object]]:
         """The working nodes as JSON values (`restore` rebuilds the editor from them)."""

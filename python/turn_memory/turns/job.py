@@ -36,9 +36,10 @@ from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult
 from turn_memory.config import TurnConfig
 from turn_memory.host.reasoning import Hint
+from turn_memory.host.tokens import estimate_text
 from turn_memory.runtime.interfaces import LandingOutcome
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.turns import landing_check, sidecar
+from turn_memory.turns import landing_check, sidecar, split
 from turn_memory.turns.batch_run import BatchRun
 from turn_memory.turns.compression import Compression, surface_positions
 from turn_memory.turns.editor import TurnNodeEditor
@@ -47,6 +48,7 @@ from turn_memory.turns.lifecycle import Lifecycle, Phase
 from turn_memory.turns.marking import Marked, mark
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.results import ResultStore
+from turn_memory.turns.split_run import SplitRun
 
 log = logging.getLogger("turn_memory.turns")
 
@@ -79,7 +81,11 @@ class TurnJob:
     #: the worker run this job leads (for its own turn and batched ones that need a worker);
     #: kept apart from its own `compression`: a leader restored from its sidecar lands with
     #: its own provenance while it runs
-    _batch: BatchRun | None = None
+    _batch: BatchRun | SplitRun | None = None
+    #: workers that rewrite this turn in parallel, each a part (`turns.split`; set at dispatch)
+    parts: int = 1
+    #: (tokens the workers wrote, seconds of worker time) once they finished: the session's worker speed
+    pace: tuple[int, float] | None = None
     _started: float = 0.0
     #: replaced at every move: whoever waits for a phase wakes and looks again
     _moved: asyncio.Event = field(default_factory=asyncio.Event)
@@ -223,8 +229,8 @@ class TurnJob:
                 job.turn, originals, id_prefix=f"t{job.turn}." if prefix else "",
                 keep_assistants=keeps_assistants(job.session.log.dialect, job.config.assistantNodes)))
             work.append((job, job.compression))
-        batch = self._batch = BatchRun.start(self.session, self.port, self.job_id, self.config,
-                                             [(c.editor, job.hints) for job, c in work])
+        batch = self._batch = self._start_run(work)
+        started = time.monotonic()
         try:
             gave_up = await batch.work()
         finally:
@@ -240,6 +246,8 @@ class TurnJob:
                 log.warning("%s: %s", job.where, why)
                 job.stop(why)
             return
+        seconds = sum(batch.seconds) if isinstance(batch, SplitRun) else time.monotonic() - started
+        self.pace = (sum(estimate_text(n.text) for _, c in work for n in c.editor.nodes if n.changed), seconds)
         for job, c in work:
             log.info("%s: finished by worker %d (%s)%s; %d -> %d nodes; landing at the next pre-step", job.where,
                      len(c.workers), ", ".join(c.modes),
@@ -248,6 +256,20 @@ class TurnJob:
             if job.results is not None:
                 sidecar.save(job.results, job.session.log, job.session.id, job.turn, c)
             job.move(Phase.READY, "finished; landing at the next landing point")
+
+    def _start_run(self, work: list[tuple["TurnJob", Compression]]) -> BatchRun | SplitRun:
+        """One worker run for the batch, or, for one turn given several parts, a run per part."""
+        if len(work) == 1 and self.parts > 1:
+            job, c = work[0]
+            log_ = job.session.log
+            sizes = [0 if c.editor.keep_assistants and o.role == "assistant" else log_.price(o.seq) or 0
+                     for o in c.editor.originals]
+            scopes = split.split(c.editor.originals, sizes, self.parts)
+            if len(scopes) > 1:
+                log.info("%s: %d workers at once, one per part (positions %s)", job.where, len(scopes),
+                         ", ".join(f"{a + 1}-{b + 1}" for a, b in scopes))
+                return SplitRun.start(job.session, job.port, job.job_id, job.config, c.editor, job.hints, scopes)
+        return BatchRun.start(self.session, self.port, self.job_id, self.config, [(c.editor, job.hints) for job, c in work])
 
     async def _setup(self) -> tuple[list[int], list[OriginalNode]] | None:
         """The turn's positions and original nodes, its hints taken, when it needs a worker;

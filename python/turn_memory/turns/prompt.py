@@ -22,17 +22,22 @@ def worker_tool_specs() -> list[dict[str, Any]]:
     return worker_scope(tool_specs(prompt_sections("turn-worker-tools")))
 
 
-def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: bool, continuing: bool) -> str:
-    """The task of a worker on one turn, or on a batch of turns (one editor each)."""
+def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: bool, continuing: bool,
+         part: tuple[int, int, tuple[int, int]] | None = None) -> str:
+    """The task of a worker on one turn, on a batch of turns (one editor each), or on part
+    (index, count, original positions) of one turn that other workers share."""
     turns = [str(e.turn) for e in editors]
-    images = [m for e in editors for m in e.image_markers()]
+    scope = part[2] if part is not None else None
+    images = [m for e in editors for m in e.image_markers(scope)]
+    mine = editors[0].in_scope(scope)
     return render_prompt(
         "turn-compression",
         {"turn": turns[0], "turns": ", ".join(turns[:-1]) + f" and {turns[-1]}" if len(turns) > 1 else turns[0],
          "node_count": str(sum(len(e.nodes) for e in editors)),
-         "catalog": "\n\n".join(catalog(e, previews=True) for e in editors),
-         "hints": hints_text(hints), "images": "\n".join(images)},
+         "catalog": "\n\n".join(catalog(e, previews=True, scope=scope) for e in editors),
+         "hints": hints_text(hints), "images": "\n".join(images),
+         "part": f"{part[0]} of {part[1]}" if part else "", "part_nodes": f"{mine[0].id}..{mine[-1].id}" if part else ""},
         {"single": len(editors) == 1, "batch": len(editors) > 1, "spawn": spawn, "continuing": continuing,
-         "keep": any(e.keep_assistants for e in editors),
+         "part": part is not None, "keep": any(e.keep_assistants for e in editors),
          "hints": bool(hints), "images": bool(images)},
     )

@@ -29,7 +29,7 @@ from turn_memory.host.tokens import estimate_text
 from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
-from turn_memory.turns import eligibility, landing_check
+from turn_memory.turns import eligibility, landing_check, split
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.landing import keeps_assistants
 from turn_memory.turns.lifecycle import Phase
@@ -61,6 +61,10 @@ class SessionTurns:
         self.kept = (0, 0)
         #: (turn, turns) a turn's first pre-step left to land at its request (0.2)
         self.deferred: tuple[int, set[int]] | None = None
+        #: when the session's turns ended (seconds, the log's clock) and (tokens written, seconds
+        #: of worker time) over its finished jobs: its pace and its workers' speed (`turns.split`)
+        self.turn_ends: list[float] = []
+        self.pace = (0, 0.0)
         self._workers, self._hints, self._window_of = workers, hints, window_of
 
     # -- TurnWork: what the queue asks ---------------------------------------------------
@@ -121,10 +125,30 @@ class SessionTurns:
         """One worker reads and rewrites the batch's turns together, once; each still lands,
         and is reported, on its own. Returns when every turn is ready; landings wait in `jobs`."""
         job, *batch = [self.jobs[t] for t in turns]
+        if not batch:
+            job.parts = self._parts(job)
         try:
             await job.run(batch)
         finally:
+            if job.pace is not None:
+                written, seconds = self.pace
+                self.pace = (written + job.pace[0], seconds + job.pace[1])
             self.finish([job, *batch])
+
+    def _parts(self, job: TurnJob) -> int:
+        """Workers for one turn: as many as its expected rewrite needs to be ready within one of
+        the session's turns, at the speed its workers wrote so far (`turns.maxParts` at most)."""
+        facts = self._facts(job.session, job.turn)
+        raw, kept = self.kept
+        share = kept / raw if raw else eligibility.KEEP_PRIOR
+        written, seconds = self.pace
+        parts = split.parts_needed(share * max(0, facts.tokens - facts.fixed), written / seconds if seconds else None,
+                                   split.turn_seconds(self.turn_ends), self.config.turns.maxParts)
+        if parts > 1:
+            log.info("session %s turn %d: ~%d tokens to write at ~%.0f tokens/s per worker, turns ~%.0fs apart: "
+                     "%d workers", self.id, job.turn, share * (facts.tokens - facts.fixed), written / seconds,
+                     split.turn_seconds(self.turn_ends) or 0, parts)
+        return parts
 
     def stop(self, turn: int, reason: str) -> None:
         job = self.jobs.get(turn)
@@ -305,9 +329,13 @@ class TurnService:
             if results is not None:
                 self._drop_stale_results(turns, session, results, set(redo))
             return
-        for event in events:
-            if event["type"] == "turn/end":
-                self._enqueue(turns, session, event["data"]["turn"], port, config, results)
+        ends = [event for event in events if event["type"] == "turn/end"]
+        # the session's pace: one live turn end per delivery (turn ends delivered together are a
+        # backlog, not turns that took no time)
+        if ends and isinstance(ends[-1].get("time"), (int, float)):
+            turns.turn_ends.append(ends[-1]["time"] / 1000)
+        for event in ends:
+            self._enqueue(turns, session, event["data"]["turn"], port, config, results)
 
     @staticmethod
     def _drop_stale_results(turns: SessionTurns, session: MirroredSession, results: ResultStore,

@@ -71,10 +71,16 @@ def _kind(node: WorkingNode, keep_assistants: bool) -> str:
     return kind
 
 
-def catalog(editor: TurnNodeEditor, *, previews: bool) -> str:
-    lines = [f"Turn {editor.turn}: {len(editor.nodes)} current nodes from {len(editor.originals)} original positions "
-             f"(revision {editor.revision})."]
-    for node in editor.nodes:
+def catalog(editor: TurnNodeEditor, *, previews: bool, scope: tuple[int, int] | None = None) -> str:
+    """The current nodes (of the part `scope`, original positions [first, last]) as one line each."""
+    nodes = editor.in_scope(scope)
+    if scope is None:
+        lines = [f"Turn {editor.turn}: {len(nodes)} current nodes from {len(editor.originals)} original positions "
+                 f"(revision {editor.revision})."]
+    else:
+        lines = [f"Turn {editor.turn}, your part: {len(nodes)} current nodes from original positions "
+                 f"{scope[0] + 1}-{scope[1] + 1} of {len(editor.originals)} (revision {editor.revision})."]
+    for node in nodes:
         fixed = editor.keep_assistants and node.role == "assistant"
         state = "fixed" if fixed else "changed" if node.changed else "unchanged"
         line = f"- {node.id} · {node.role} · {_kind(node, editor.keep_assistants)} · {state} · capacity {node.capacity}"
@@ -88,22 +94,37 @@ def catalog(editor: TurnNodeEditor, *, previews: bool) -> str:
 class WorkerTools:
     editor: TurnNodeEditor
     read_limit_chars: int = 24000
+    #: the part of the turn this worker rewrites (original positions [first, last]) while other
+    #: workers rewrite the rest (`turns.split`); None: the whole turn
+    scope: tuple[int, int] | None = None
 
     def call(self, name: str, args: Any) -> str:
         """Run one tool; raises ToolError (editor unchanged) on any invalid call."""
         parsed = parse_call(ARGS, name, args)
         if name == "list_turn_nodes":
-            return catalog(self.editor, previews=True)
+            return catalog(self.editor, previews=True, scope=self.scope)
         if name == "read_turn_nodes":
             return self._read(parsed)
         if name == "replace_turn_nodes":
             return self._replace(parsed)
         if name == FINISH:
-            problems = self.editor.final_problems()
+            problems = self.editor.final_problems(self.scope)
             if problems:
                 raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))
+            if self.scope is not None:
+                return "Accepted. Your part of the turn will land with the others; your work is done."
             return "Accepted. The compressed turn will land; your work is done."
         raise ToolError(f"unknown tool {name}")
+
+    def _check_scope(self, start: str, end: str | None) -> None:
+        if self.scope is None:
+            return
+        i, j = self.editor.resolve_range(start, end)
+        outside = [n.id for n in self.editor.nodes[i:j + 1] if n not in self.editor.in_scope(self.scope)]
+        if outside:
+            mine = self.editor.in_scope(self.scope)
+            raise ToolError(f"{', '.join(outside)} belong{'s' if len(outside) == 1 else ''} to another part of this "
+                            f"turn, which another editor is rewriting now: your part is {mine[0].id}..{mine[-1].id}")
 
     def _read(self, args: ReadArgs) -> str:
         editor = self.editor
@@ -128,11 +149,12 @@ class WorkerTools:
     def _replace(self, args: ReplaceArgs) -> str:
         outputs = [Output(n.role, n.content) for n in args.nodes]
         try:
+            self._check_scope(args.from_, args.to)
             new_ids = self.editor.replace(args.from_, args.to, outputs)
         except EditError as exc:
             raise ToolError(str(exc)) from None
         span = args.from_ if args.to in (None, args.from_) else f"{args.from_}..{args.to}"
-        return f"Accepted: {span} -> {', '.join(new_ids)}.\n" + catalog(self.editor, previews=False)
+        return f"Accepted: {span} -> {', '.join(new_ids)}.\n" + catalog(self.editor, previews=False, scope=self.scope)
 
 
 _PREFIXED = re.compile(r"^t(\d+)\.")

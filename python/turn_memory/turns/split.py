@@ -1,0 +1,68 @@
+"""How many workers rewrite one turn, and which part each takes
+(docs/decisions.md#a-turn-one-worker-cannot-keep-up-with-is-split-between-workers).
+
+Pure. A worker writes at a speed the session measures (tokens it wrote per second of its run);
+when what one turn's rewrite is expected to write takes longer than the session's turns do
+(the time between two turn ends), the turn is cut into parts and each part gets a worker of
+its own, in parallel; the parts land together, as one turn. Cuts fall only before an
+assistant node whose earlier tool calls are all answered, so every part holds whole steps
+and each worker's edits stay valid on their own.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+from turn_memory.turns.nodes import OriginalNode
+
+
+def cut_points(originals: Sequence[OriginalNode]) -> list[int]:
+    """Positions a part may start at: an assistant node after the turn's opening user nodes,
+    with every tool call before it answered."""
+    points: list[int] = []
+    open_calls: set[str] = set()
+    for i, node in enumerate(originals):
+        if i > 0 and node.role == "assistant" and not open_calls and originals[i - 1].role != "assistant" \
+                and any(o.role == "assistant" for o in originals[:i]):
+            points.append(i)
+        open_calls.update(node.calls)
+        if node.result_for is not None:
+            open_calls.discard(node.result_for)
+    return points
+
+
+def split(originals: Sequence[OriginalNode], sizes: Sequence[int], parts: int) -> list[tuple[int, int]]:
+    """`parts` contiguous ranges of positions [first, last] (fewer where the turn has fewer
+    cut points), each about an equal share of `sizes` (tokens a worker may rewrite, per position)."""
+    points = cut_points(originals)
+    parts = max(1, min(parts, len(points) + 1))
+    total = sum(sizes)
+    before = {i: sum(sizes[:i]) for i in points}  # tokens ahead of each cut
+    starts = [0]
+    for j in range(1, parts):
+        # the cut nearest to j/parts of the turn, after the previous one, leaving one cut per later part
+        left = [i for i in points if i > starts[-1]][:len(points) - (parts - 1 - j)]
+        if not left:
+            break
+        starts.append(min(left, key=lambda i: abs(before[i] - total * j / parts)))
+    # a part with nothing to rewrite (a kept final answer alone) joins the part before it
+    bounds = [*starts, len(sizes)]
+    starts = [s for k, s in enumerate(starts) if k == 0 or sum(list(sizes)[s:bounds[k + 1]]) > 0]
+    ends = [s - 1 for s in starts[1:]] + [len(originals) - 1]
+    return list(zip(starts, ends))
+
+
+def parts_needed(write_tokens: float, speed: float | None, turn_seconds: float | None, cap: int) -> int:
+    """Workers one turn needs so that its rewrite is ready within one turn's time: 1 until the
+    session measured both how fast its workers write (tokens/s) and how long its turns take."""
+    if not speed or not turn_seconds or speed <= 0 or turn_seconds <= 0:
+        return 1
+    return max(1, min(cap, math.ceil(write_tokens / speed / turn_seconds)))
+
+
+def turn_seconds(turn_ends: Sequence[float], recent: int = 5) -> float | None:
+    """The session's pace: the median time between its recent turn ends (None before two)."""
+    gaps = [b - a for a, b in zip(turn_ends, turn_ends[1:])][-recent:]
+    return statistics.median(gaps) if gaps else None

@@ -1,0 +1,109 @@
+"""A turn one worker cannot keep up with: how it is cut into parts, how many workers it gets,
+and a split job end to end against the in-memory host (docs/decisions.md#a-turn-one-worker-cannot-keep-up-with-is-split-between-workers)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from engine_harness import EngineHarness
+from fake_host import SESSION, WorkerScript, attach_workers
+from test_turn_jobs import complete_turn, config, next_turn_prestep, one_turn_host, play_turn
+from turn_builders import Shape, completed_turn_log
+from turn_memory.host.dialects import V02
+from turn_memory.host.markers import marker_of
+from turn_memory.host.surface import SessionLog
+from turn_memory.turns import split
+from turn_memory.turns.nodes import original_nodes
+from turn_memory.turns.recovery import turn_nodes
+from turn_memory.turns.service import SessionTurns
+
+#: four tool steps and the answer: n1 user, n2 snapshot, then (assistant + call, result) x 4, n11 answer
+FOUR_STEPS = Shape(steps=[(1, False, False)] * 4 + [(0, False, False)])
+
+
+def test_a_turn_is_cut_only_before_an_assistant_whose_earlier_calls_are_answered():
+    log, positions = completed_turn_log(V02, FOUR_STEPS)
+    originals = original_nodes(log, positions)
+    assert [o.role for o in originals] == ["user", "user"] + ["assistant", "tool"] * 4 + ["assistant"]
+    assert split.cut_points(originals) == [4, 6, 8, 10]  # never before the first step, nor inside one
+    # equal sizes: two parts meet at the cut nearest the middle, four parts take one step each
+    assert split.split(originals, [10] * 11, 2) == [(0, 5), (6, 10)]
+    assert split.split(originals, [10] * 11, 4) == [(0, 3), (4, 5), (6, 7), (8, 10)]
+    # a big result early pulls the cut forward; asking for more parts than cuts gives one part per cut + 1
+    assert split.split(originals, [10, 10, 10, 200, 10, 10, 10, 10, 10, 10, 10], 2) == [(0, 3), (4, 10)]
+    assert len(split.split(originals, [10] * 11, 9)) == 5
+    one_step, nodes = completed_turn_log(V02, Shape())
+    # one step: the only cut leaves the kept answer alone, with nothing to rewrite
+    assert split.split(original_nodes(one_step, nodes), [10, 10, 0, 10, 0], 3) == [(0, 4)]
+
+
+@pytest.mark.parametrize("write, speed, gap, cap, parts", [
+    (2400, 60.0, 27.0, 4, 2),      # 40 s of writing, 27 s turns: two workers
+    (2400, 60.0, 9.0, 4, 4),       # fast turns: capped at turns.maxParts
+    (2400, 60.0, 60.0, 4, 1),      # it fits in one turn
+    (2400, None, 27.0, 4, 1),      # no worker measured yet
+    (2400, 60.0, None, 4, 1),      # no turn interval measured yet
+])
+def test_the_number_of_workers_follows_the_measured_speed_and_pace(write, speed, gap, cap, parts):
+    assert split.parts_needed(write, speed, gap, cap) == parts
+
+
+def test_the_pace_is_the_median_of_the_recent_gaps_between_turn_ends():
+    assert split.turn_seconds([]) is None and split.turn_seconds([5.0]) is None
+    assert split.turn_seconds([0.0, 20.0, 50.0, 70.0]) == 20.0
+    assert split.turn_seconds([0.0, 100.0] + [100.0 + 10 * k for k in range(1, 6)]) == 10.0  # the last five
+
+
+def part(prefix_ids: tuple[str, str], tool_ids: list[str], text: str) -> list[tuple[str, dict]]:
+    calls: list[tuple[str, dict]] = []
+    if prefix_ids:
+        calls.append(("replace_turn_nodes", {"from": prefix_ids[0], "to": prefix_ids[1], "nodes": [
+            {"role": "user", "content": "Fix the parser in four steps."}]}))
+    calls += [("replace_turn_nodes", {"from": t, "nodes": [{"role": "tool", "content": f"{text} {t}"}]})
+              for t in tool_ids]
+    return calls + [("finish_turn_compression", {})]
+
+
+def test_a_slow_session_splits_a_long_turn_between_parallel_workers_that_land_it_as_one():
+    """The session measured its workers at 1 token/s and its turns 20 s apart; this turn's
+    rewrite (~30% of what a worker may rewrite) needs more than one turn's time, so it gets two
+    workers at once, each on whole steps, each refused outside its part; both finish and the
+    turn lands as one, in place, shape and assistants kept (0.2's default)."""
+    host, harness = one_turn_host(V02, FOUR_STEPS), EngineHarness()
+    service, cfg = harness.turns, config(maxParts=2)
+    turns = service.sessions[SESSION] = SessionTurns(SESSION, cfg, service.workers, service.hints, service.window_of)
+    turns.pace, turns.turn_ends = (100, 100.0), [0.0, 20.0, 40.0, 60.0, 80.0]
+    release = asyncio.Event()
+    first = WorkerScript([("replace_turn_nodes", {"from": "n6", "nodes": [{"role": "tool", "content": "x"}]}),
+                          *part(("n1", "n2"), ["n4"], "LISTED")], gate=release)
+    second = WorkerScript(part((), ["n8", "n10"], "LISTED"))
+    started = attach_workers(host, service, [first, second])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await asyncio.sleep(0.05)
+        assert len(started) == 2  # both parts run at once: the first waits, the second already ran
+        release.set()
+        await service.drained(SESSION, 5)
+        play_turn(host, 2, started=False)
+        await complete_turn(host, service, cfg, turn=2)
+        await next_turn_prestep(host, service, cfg, turn=3)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert [s["label"] for s in started][:2] == ["turn-memory turn 1 (1/2)", "turn-memory turn 1 (2/2)"]
+    assert "Yours\nis part 1 of 2: nodes n1..n4," in started[0]["prompt"], started[0]["prompt"][:900]
+    assert "- n6 ·" not in started[0]["prompt"] and "- n6 ·" in started[1]["prompt"]
+    assert first.answers[0].is_error and "n6 belongs to another part of this turn" in first.answers[0].text
+    assert all(not a.is_error for a in first.answers[1:] + second.answers)
+    log = SessionLog(V02, host.log.events)
+    nodes = turn_nodes(log, 1)
+    assert [log.message_of(s)["role"] for s in nodes] == ["user"] + ["assistant", "tool"] * 4 + ["assistant"]
+    assert [marker_of(e) for e in host.log.events if marker_of(e) == ("compression", 1)] == [("compression", 1)]
+    results = json.dumps([log.message_of(s) for s in nodes])
+    assert results.count("LISTED") == 3 and '"x"' not in results  # n6's result is left as it was
+    assert log.reload_problems == []
+    written, seconds = turns.pace
+    assert written > 100 and seconds > 100.0  # this job's writing and worker time joined the measure

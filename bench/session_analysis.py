@@ -9,6 +9,8 @@ uncached price, the rewrite at the output price — plus every non-worker reques
 
 from __future__ import annotations
 
+import json
+
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -201,37 +203,23 @@ def landed_turns(events: Iterable[Mapping[str, Any]]) -> dict[str, list[int]]:
     return {k: sorted(set(v)) for k, v in out.items()}
 
 
-#: how a landed compression sits on the surface (`landing_modes`)
-LANDING_MODES = ("in_place", "shape_kept", "one_message")
+#: how a landed compression sits on the surface (`turn_memory.host.landing_forms`)
+LANDING_MODES = ("in-place", "tail", "flattened")
 
 
 def landing_modes(events: Sequence[Mapping[str, Any]], dialect: Any) -> dict[str, list[int]]:
-    """Turns whose compression landed, by the shape it took on the surface
-    (docs/decisions.md#where-assistants-can-only-be-appended-a-turn-lands-in-one-of-four-ways):
-    `in_place` (node by node: rc8, or only user/tool nodes changed, or nothing did),
-    `shape_kept` (a head replaced the turn, its assistant nodes appended after it) and
-    `one_message` (one user message standing for the whole turn). Read from the log alone."""
-    from turn_memory.host.markers import marker_of
+    """Turns whose compression landed, by the form it took (`in-place`, `tail`: both keep the
+    user/assistant shape; `flattened`: one user message for the whole turn). Read from the log alone."""
+    from turn_memory.host.landing_forms import landing_forms
     from turn_memory.host.surface import SessionLog
 
-    log = SessionLog(dialect, [dict(e) for e in events])
-    origins = log.index.origins
-    out: dict[str, list[int]] = {mode: [] for mode in LANDING_MODES}
-    for e in log.events:
-        got = marker_of(e)
-        if got is None or got[0] != "compression":
-            continue
-        turn, seq = got[1], e["seq"]
-        span = dialect.op_range(e.get("surfaceOp"))
-        if dialect.assistant_may_replace or (span is not None and span[0] == span[1]):
-            mode = "in_place"
-        elif any(origins.get(s) == ("turn", turn) and log.events[s]["type"] == "assistant/message"
-                 for s in range(seq + 1, len(log.events))):
-            mode = "shape_kept"
-        else:
-            mode = "one_message"
-        out[mode].append(turn)
-    return out
+    forms = landing_forms(SessionLog(dialect, [dict(e) for e in events]))
+    return {mode: sorted(t for t, form in forms.items() if form == mode) for mode in LANDING_MODES}
+
+
+def log_size(events: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The session log's events and their bytes as JSON lines (what grows on disk, before compression)."""
+    return {"events": len(events), "bytes": sum(len(json.dumps(e, separators=(",", ":"))) + 1 for e in events)}
 
 
 def compactions(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

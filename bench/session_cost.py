@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import machine_info  # noqa: E402
 from session_analysis import (Received, analyse_requests, compactions, decisions, failed_compactions,  # noqa: E402
-                              job_starts, landed_turns, landing_modes, turn_ends, two_turn_gaps)
+                              job_starts, landed_turns, landing_modes, log_size, turn_ends, two_turn_gaps)
 from session_report import VARIANTS, report  # noqa: E402
 from session_scenarios import (DEFAULT_SCENARIOS, INSTANT, REALISTIC, SCENARIOS, Scenario,  # noqa: E402
                                parse_scenarios, script, tasks)
@@ -95,7 +95,7 @@ def run_once(template: Path, variant: str, sc: Scenario, runtime: Any, work: Pat
         lines = engine_log(log_file) if overrides else []
         problems += [f"engine: {line}" for line in engine_problems(lines)]
         out.update({"variant": variant, "wall_s": run.seconds, "turn_ms": [t.get("ms") for t in turns],
-                    "landed": landed, "landing_modes": landing_modes(events, home.dialect),
+                    "landed": landed, "landing_modes": landing_modes(events, home.dialect), "log": log_size(events),
                     "job_start_ms": job_starts(received, events),
                     "two_turn_gaps_ms": two_turn_gaps(turn_ends(events), out.pop("first_request_time")),
                     "compactions": compactions(events), "failed_compactions": failed_compactions(events),

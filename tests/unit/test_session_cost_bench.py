@@ -23,7 +23,8 @@ SC = replace(S.SCENARIOS["12x1"], turns=2, calls=2, result_tokens=500)
 
 def test_scenarios_by_name_and_ad_hoc_and_every_target_is_printed():
     named, adhoc = S.parse_scenarios("coding, 7x3:250")
-    assert named is S.SCENARIOS["coding"] and ("cost", 0.9) in named.targets
+    assert named is S.SCENARIOS["coding"] and ("cost", 0.8) in named.targets and ("log", 1.5) in named.targets
+    assert S.SCENARIOS["coding-30s"].think_ms == 30_000 and S.SCENARIOS["coding"].think_ms == 3000
     assert (adhoc.turns, adhoc.calls, adhoc.result_tokens, adhoc.ttfb_ms, adhoc.tokens_per_s) == (7, 3, 250, 600.0, 60.0)
     with pytest.raises(ValueError):
         S.parse_scenarios("nope")
@@ -197,12 +198,12 @@ def test_the_landing_modes_are_read_from_the_session_log():
     for m in block:
         fold(m, "c", "d")
     land(log, plan_block_landing(log, block))
-    assert A.landing_modes(log.events, V02) == {"in_place": [], "shape_kept": [3, 4], "one_message": [2]}
+    assert A.landing_modes(log.events, V02) == {"in-place": [], "tail": [3, 4], "flattened": [2]}
     rc8, rc8_turns = block_log(RC8, [Shape()])
     one = member(rc8, 2, rc8_turns[2])
     fold(one, "a", "b")
     land(rc8, plan_landing(rc8, one.editor, one.positions, one.ctx))
-    assert A.landing_modes(rc8.events, RC8) == {"in_place": [2], "shape_kept": [], "one_message": []}
+    assert A.landing_modes(rc8.events, RC8) == {"in-place": [2], "tail": [], "flattened": []}
 
 
 def fake_run(variant: str, cost: float, turn_ms: list[int], wall: float, **more) -> dict:
@@ -212,7 +213,8 @@ def fake_run(variant: str, cost: float, turn_ms: list[int], wall: float, **more)
             "floor_usd": cost * (0.9 if tm else 1.0), "turn_ms": turn_ms, "wall_s": wall, "tool_tokens": 3000,
             "prefix_rewrites": 3, "agent_miss_tokens": 1000, "requests": {"agent": 5, "worker": 2},
             "landed": {"worker": [1, 2], "no_worker": []}, "job_start_ms": {1: 50.0, 2: 40.0},
-            "landing_modes": {"in_place": [], "shape_kept": [2], "one_message": [1]} if tm else {},
+            "landing_modes": {"in-place": [], "tail": [2], "flattened": [1]} if tm else {},
+            "log": {"events": 300 if tm else 240, "bytes": 90_000 if tm else 80_000},
             "raw_in_next_first_request": [], "raw_two_turns_later": [], "host_warnings": 0, "problems": [],
             "decisions": {"eligible": [1, 2], "held_then_compressed": [], "held": []},
             "compactions": [] if tm else [{"turn": 2, "shadowed_tokens": 25000, "summary_tokens": 2000}],
@@ -231,7 +233,8 @@ def test_the_report_prints_every_metric_ratio_and_verdict():
     for metric in ("total billed cost", "floor: an ideal worker per compressed turn", "cache hit ratio",
                    "workers' share of the bill", "worker requests per compressed turn", "final request size",
                    "peak request size", "session compactions", "per-turn user latency", "whole-run wall time",
-                   "still raw two turns later", "warnings and errors the host logged", "tool declarations"):
+                   "still raw two turns after they ended", "warnings and errors the host logged", "tool declarations",
+                   "session log: events", "kept their user/assistant shape"):
         assert metric in text
     cost = next(line for line in text.splitlines() if line.startswith("total billed cost"))
     assert "1.50×" in cost and "≤ 1.30×" in cost and "MISSED" in cost  # 0.024 / 0.016
@@ -239,8 +242,12 @@ def test_the_report_prints_every_metric_ratio_and_verdict():
     assert "0.45×" in text and "0.40×" in text    # final 9000 / 20000, peak 12000 / 30000
     assert "stock compacted in turn 2: ~25,000 tokens folded into a ~2,000-token summary" in text
     assert "turn-memory runs no session compaction where stock runs one" in text
-    modes = next(line for line in text.splitlines() if "landed in place / as user + assistant" in line)
+    modes = next(line for line in text.splitlines() if "landed in place / at the tail" in line)
     assert modes.split()[-6:] == ["0", "/", "1", "/", "1", "—"]  # stock lands nothing
+    shaped = next(line for line in text.splitlines() if "kept their user/assistant shape" in line)
+    assert shaped.split()[-3:] == ["1/2", "all", "MISSED"]  # one of the two landed flattened
+    events = next(line for line in text.splitlines() if line.startswith("session log: events"))
+    assert "300" in events and "240" in events and "1.25×" in events
 
 
 def test_a_sensitivity_run_is_priced_against_the_stock_runs_of_its_scenario():

@@ -47,11 +47,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    found: argparse.ArgumentParser = actions[0].choices[command]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = argv[0] if argv and not argv[0].startswith("-") else None
     try:
-        args = build_parser(command).parse_args(argv)
+        parser = build_parser(command)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # said by the command's own parser: `turn-memory <command>: error: …`, as every error reads
+            _command_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(extra)}")
         return int(args.func(args) or 0)
     except BrokenPipeError:  # `turn-memory … | head`: the reader left; no traceback
         return closed_pipe_exit()

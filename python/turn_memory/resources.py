@@ -24,6 +24,10 @@ BUNDLED_DIR = PACKAGE_DIR / "_bundled"
 FOLDERS = {"shim": "shim-js", "prompts": "prompts", "profile_patch": "profile-patch"}
 
 
+#: how a broken or outdated install is replaced: turn-memory is installed from its clone, not an index
+REINSTALL = "in the clone: pipx install --force .  (no pipx: python3 -m pip install --force-reinstall .)"
+
+
 class ResourceError(RuntimeError):
     """The package data is missing: a broken install. The message says how to fix it."""
 
@@ -47,7 +51,7 @@ def resource_dir(name: str) -> Path:
         return bundled
     raise ResourceError(
         f"turn-memory's package data is missing: no {bundled} (this install was built without it); "
-        "reinstall it: pip install --force-reinstall turn-memory (or pipx reinstall turn-memory)")
+        f"reinstall it {REINSTALL}")
 
 
 def shim_dir() -> Path:

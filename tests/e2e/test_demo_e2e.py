@@ -4,17 +4,25 @@ host; its summary is `inspect`'s report of the same home, turn by turn."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.e2e
 
 
-def test_the_demo_shows_the_feature_and_agrees_with_inspect(tmp_path, host_runtime, tm_cli):
+def without_turn_memory(path: str) -> str:
+    return os.pathsep.join(p for p in path.split(os.pathsep) if not (Path(p) / "turn-memory").exists())
+
+
+def test_the_demo_shows_the_feature_and_agrees_with_inspect(tmp_path, host_runtime, tm_cli, installed_wheel_venv):
     home = tmp_path / "home"
+    env = {**os.environ, "PATH": without_turn_memory(os.environ["PATH"])}  # a fresh machine: not on PATH
     out = subprocess.run([tm_cli, "demo", "--host", host_runtime.host, "--dsh-home", str(home), "--json"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     text, summary = out.stdout.rsplit("\n", 2)[0], json.loads(out.stdout.strip().splitlines()[-1])
     assert f"a real DSH {host_runtime.version} session" in text
@@ -53,3 +61,25 @@ def test_the_demo_shows_the_feature_and_agrees_with_inspect(tmp_path, host_runti
 
     # nothing was lost: turn 6 read turn 1's original back although it was compressed and then folded
     assert "cat > notes.md <<'EOF'" in summary["read_back"] and "turn-memory: landed" in summary["read_back"]
+
+    # issue 32: the "next:" lines run as printed, in a shell, on a PATH without turn-memory; the
+    # first puts it there (here: activates the environment it was installed into)
+    nexts = text.split("\nnext:\n", 1)[1].splitlines()
+    on_path, inspect_cmd, _log, own = (line.split(":  ", 1)[-1] for line in nexts[:4])
+    assert on_path == shlex.join([".", str(installed_wheel_venv.venv / "bin" / "activate")]), nexts
+    own_home = tmp_path / "own home"  # the user's own DSH home, with a blank in its path
+    shell_env = {**env, "DSH_HOME": str(own_home)}
+
+    def printed(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", f"{on_path} && {command}"], cwd=tmp_path, env=shell_env,
+                              capture_output=True, text=True, timeout=600)
+
+    assert printed(inspect_cmd).returncode == 0
+    installed = printed(own)
+    assert installed.returncode == 0 and "verdict: installed" in installed.stdout, installed.stderr[-2000:]
+    # the README's check right after that install, with no --dsh: doctor finds the DSH install was given
+    checked = printed("turn-memory doctor --profile headless")
+    assert checked.returncode == 0, checked.stdout
+    assert "(found via the --dsh an install recorded)" in checked.stdout
+    removed = printed("turn-memory uninstall --profile headless")
+    assert removed.returncode == 0 and "verdict: uninstalled" in removed.stdout, removed.stderr[-2000:]

@@ -4,13 +4,16 @@ installed in a fresh venv with no checkout anywhere near it, it installs into a 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from turn_memory import __version__
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.doctor.checks import our_rows
 from turn_memory.install.patchyaml import load_entry_list
@@ -67,3 +70,25 @@ def test_the_installed_wheel_needs_no_checkout(installed_wheel_venv, dsh_runtime
     with tarfile.open(packed) as tar:
         assert "package/lib/defaults.js" in tar.getnames()
     print(f"wheel build {venv.build_s:.1f} s (0 = cached), fresh venv + pip install {venv.install_s:.1f} s")
+
+
+def test_the_readmes_pip_install_of_the_clone_puts_turn_memory_on_path(tmp_path):
+    """README: `python3 -m pip install .` in the clone (pipx runs the same build into a venv of
+    its own). The `turn-memory` it installs runs by name, from that environment, and reads its
+    package data from there, not from the clone."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), *(p for p in env["PATH"].split(os.pathsep)
+                                                       if not (Path(p) / "turn-memory").exists())])
+    proc = subprocess.run("python3 -m pip install --quiet --disable-pip-version-check .", shell=True, cwd=CHECKOUT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = subprocess.run("command -v turn-memory && turn-memory --version && turn-memory doctor --help",
+                           shell=True, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr
+    where, version, *_ = found.stdout.splitlines()
+    assert (where, version) == (str(venv / "bin" / "turn-memory"), f"turn-memory {__version__}")
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", "import turn_memory.resources as r; print(r.shim_dir())"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert Path(probe.stdout.strip()).is_relative_to(venv), probe.stdout

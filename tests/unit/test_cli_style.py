@@ -28,7 +28,7 @@ def test_every_command_documents_its_exit_statuses(command, capsys):
     (["install", "--profile", "x", "--config-json", "[1]"],
      "turn-memory install: error: --config-json must be a JSON object; nothing was changed\n"),
     (["install", "--profile", "x", "--set", "novalue"],
-     "turn-memory install: error: --set expects key=value, got 'novalue'; nothing was changed\n"),
+     "turn-memory install: error: --set expects KEY=VALUE, got 'novalue'; nothing was changed\n"),
     (["serve"], "turn-memory serve: error: TURN_MEMORY_SECRET is not set (DSH's shim sets it when it starts the "
                 "engine) (fix: turn-memory serve --print-secret)\n"),
 ])

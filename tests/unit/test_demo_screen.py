@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from test_inspect import HEADER, landed_log
-from turn_memory.demo.requests import Costs, TurnCost, owner
-from turn_memory.demo.screen import DemoFacts, Showcase, screen, state_text
+from test_inspect import header, landed_log
+from turn_memory.demo.requests import Costs, TurnCost, costs, owner
+from turn_memory.demo.screen import DemoFacts, Showcase, screen, state_text, turn_table
 from turn_memory.demo.turn_view import clip, turn_nodes
 from turn_memory.devtools.fake_model import FakeRequest
 from turn_memory.host.dialects import RC8, V02
@@ -71,7 +71,7 @@ def test_the_screen_prints_inspects_figures_with_requests_and_cost():
 def test_a_turns_before_and_after_add_up_to_inspects_figures(tmp_path, dialect, name):
     events = landed_log(dialect)
     path = tmp_path / name
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [HEADER, *events]))
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [header(dialect), *events]))
     (landed,) = [t for t in inspect_log(path)["turns"] if t["state"] == "compressed"]
     before = turn_nodes(events, dialect, landed["turn"], landed["markers"][0]["seq"])
     after = turn_nodes(events, dialect, landed["turn"], len(events))
@@ -99,3 +99,63 @@ def test_each_request_belongs_to_its_turn_or_to_compact():
     assert owner(request("turn", ["replace_turn_nodes"], "Current nodes of turn 3:\n- n1 …"), tasks) == (3, True)
     assert owner(request("turn", ["replace_session_memory"], "Your segment's original nodes"), tasks) == ("/compact", True)
     assert owner(request("title", [], "Count the words in notes.md."), tasks) == (None, False)
+
+
+def test_rows_and_footer_add_up_and_a_batched_turn_names_the_worker_that_took_it():
+    """Issue 32: the rows summed to 19 requests while the footer said 20 (the session title);
+    a turn compressed in an earlier turn's batch read "+ 0 worker" beside "compressed by a worker"."""
+    def request(kind: str, tools: list[str], user: str) -> FakeRequest:
+        return FakeRequest(0, kind, "/v1/chat/completions", {}, {
+            "messages": [{"role": "user", "content": user}],
+            "tools": [{"type": "function", "function": {"name": t}} for t in tools]}, 0.0)
+
+    tasks = {"Write notes.md.": 1, "Count the words.": 2, "Which fact?": 3}
+    requests = [request("turn", ["bash"], "Write notes.md."), request("title", [], "Write notes.md."),
+                request("turn", ["bash"], "Count the words."), request("turn", ["bash"], "Which fact?"),
+                request("turn", ["replace_turn_nodes"], "Current nodes of turns 1, 2 and 3:\n- t1.n1 …"),
+                request("turn", ["replace_turn_nodes"], "Current nodes of turns 1, 2 and 3:\n- t1.n1 …")]
+    priced = costs(requests, tasks)
+    assert (priced.requests, priced.other_requests, priced.batched_with) == (6, 1, {2: 1, 3: 1})
+    report = {"turns": [turn(n, "compressed", (5, 900), (2, 90)) for n in (1, 2, 3)], "checkpoints": [],
+              "surface": size(6, 270), "before": size(15, 2700), "savings": {"tokens": 2430, "percent": 90.0}}
+    lines = turn_table(DemoFacts(report, {v: k for k, v in tasks.items()}, compact_at=0, compact_text="",
+                                 costs=priced, min_turn_tokens=600, showcase=None, read_back=None))
+    assert [line[44:59].strip() for line in lines[1:7:2]] == ["1 + 2 worker", "1 + 0 worker", "1 + 0 worker"]
+    assert lines[2] == "        compressed by a worker; the original stays in the log"
+    assert lines[4] == ("        compressed by turn 1's worker, with turn 1 (its requests count there); the original "
+                        "stays in the log")
+    assert lines[7].startswith("  * the agent's + the turn's worker's model requests; 5 in the rows and 1 of DSH's "
+                               "own (the session's title): 6 in all, $")
+
+
+def test_ctrl_c_exits_130_quietly_and_removes_the_throwaway_home(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from turn_memory.cli import main
+    from turn_memory.demo import command
+
+    root = tmp_path / "demo-home"
+
+    class Interrupted:
+        def __init__(self, home, runtime, base_url):  # type: ignore[no-untyped-def]
+            self.root = home
+
+        def create(self):  # type: ignore[no-untyped-def]
+            (self.root / "profiles" / "tm").mkdir(parents=True)
+            (self.root / "profiles" / "tm" / "package.json").write_text("{}")
+            return self
+
+        def install_turn_memory(self, *extra):  # type: ignore[no-untyped-def]
+            raise KeyboardInterrupt  # Ctrl-C while pnpm installs the shim
+
+    monkeypatch.setattr(command, "ensure_runtime", lambda **_: SimpleNamespace(root=None, dsh=tmp_path / "dsh",
+                                                                                version="0.2.1-rc.2"))
+    monkeypatch.setattr(command, "DshHome", Interrupted)
+    assert main(["demo", "--dsh-home", str(root)]) == 130
+    out, err = capsys.readouterr()
+    assert err == f"turn-memory demo: interrupted; removed the throwaway home {root}\n" and "Traceback" not in out
+    assert not root.exists()
+
+    root.mkdir()  # an empty folder the user named is left as it was given: empty
+    assert main(["demo", "--dsh-home", str(root)]) == 130
+    assert root.is_dir() and list(root.iterdir()) == []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from installer_world import DEFAULT_PATCH_TEXT, bundle_world, find_row, run_printed
-from turn_memory.doctor.checks import running_engines
+from turn_memory.doctor.checks import check_processes, running_engines
 from turn_memory.doctor.command import _run_plain, diagnose
 from turn_memory.install.patchyaml import dump
 from turn_memory.install.profile import ProcResult
@@ -38,6 +38,7 @@ def make_home(tmp_path: Path, *profiles: str) -> Path:
         (home / "profiles" / name / "package.json").write_text("{}")
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "dsh").write_text("#!/bin/sh\n")  # located, never run: the runner below answers
+    (tmp_path / "dsh").chmod(0o755)  # a dsh that is not executable is refused before it is asked anything
     return home
 
 
@@ -169,13 +170,29 @@ def test_doctor_cli_json_and_exit_status(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="process listing reads /proc")
-def test_running_engines_are_found_by_command_line(tmp_path):
+def test_running_engines_are_found_by_command_line_and_counted_for_the_home_they_serve(tmp_path):
+    """Engines of other DSH homes (the demo's, another checkout's tests) are not this home's;
+    the ones that are keep their whole command line (a long venv path is not cut)."""
     fake_proc = tmp_path / "proc"
-    for pid, argv in {"101": ["python", "-m", "turn_memory", "serve", "--endpoint", "ipc:///x"],
-                      "102": ["python", "-m", "pytest"], "self": ["x"]}.items():
+    home, other = tmp_path / "home", tmp_path / "demo-home"
+    python = "/opt/" + "a-long-virtual-environment-path/" * 6 + "bin/python"
+    serve = [python, "-m", "turn_memory", "serve", "--endpoint", "ipc:///x"]
+    for pid, argv, env in (("101", serve, f"DSH_HOME={home}"), ("102", ["python", "-m", "pytest"], ""),
+                           ("103", serve, f"DSH_HOME={other}"), ("104", serve, f"HOME={tmp_path}"),
+                           ("self", ["x"], "")):
         (fake_proc / pid).mkdir(parents=True)
         (fake_proc / pid / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
-    assert running_engines(fake_proc) == [(101, "python -m turn_memory serve --endpoint ipc:///x")]
+        (fake_proc / pid / "environ").write_bytes(env.encode() + b"\0")
+    (fake_proc / "105").mkdir()  # another user's engine: its environment is not ours to read
+    (fake_proc / "105" / "cmdline").write_bytes(b"\0".join(a.encode() for a in serve) + b"\0")
+    found = running_engines(fake_proc)
+    assert [(e.pid, e.home) for e in found] == [(101, home), (103, other), (104, tmp_path / ".dsh"), (105, None)]
+    finding = check_processes(found, home)
+    assert finding.detail == (f"1 running for this DSH home: pid 101: {' '.join(serve)}; 3 more serve other DSH "
+                              "homes")
+    assert check_processes(found, tmp_path / "elsewhere").detail == (
+        "none running for this DSH home (DSH starts one per process, with its first session); 4 more serve other "
+        "DSH homes")
 
 
 def doctor_json(capsys, *argv: str) -> dict[str, Any]:

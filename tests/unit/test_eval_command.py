@@ -136,7 +136,7 @@ def test_the_table_puts_both_engines_side_by_side():
         "  memory + probe requests              4            4",
         "  cost (USD, DeepSeek prices)     0.0014       0.0014",
         ("  worker protocol: 3 of 4 attempted turns landed (10 turns), 2.0 requests per attempted turn; refusals: "
-         "cannot finish yet 2; left raw: turn 3 (no-op: below turns.minTurnTokens (600)); turns 8-10 (held by the "
+         "cannot finish yet 2; not compressed: turn 3 (no-op: below turns.minTurnTokens (600)); turns 8-10 (held by the "
          "policy: below turns.minTurnTokens (600) together); folded into a session checkpoint: turns 1-3, 8"),
     ]
     assert "  history search over 2 planted facts: recall@1 50% (1), recall@5 100% (2), first page 100%" in lines

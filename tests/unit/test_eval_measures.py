@@ -113,7 +113,8 @@ def test_protocol_stats_count_landed_and_attempted_turns_requests_and_why_turns_
     assert stats.requests_per_turn == pytest.approx(13 / 3)
     assert stats.raw == [(2, "no-op: below turns.minTurnTokens (600)"),
                          (3, "gave up: 3 consecutive worker(s) without progress"),
-                         (4, "landing refused: seq 40: overlaps [rule: replace-coverage]"), (5, "no outcome logged")]
+                         (4, "landing refused: seq 40: overlaps [rule: replace-coverage]"),
+                         (5, "no worker started before the session ended")]
     assert stats.refusals == Counter({"cannot finish yet": 1, "replace-coverage": 1})
     assert stats.compactions == [("finished", 1, 2)]
     assert summarize_raw([(2, "no-op: x"), (6, "no-op: x"), (3, "gave up: y")]) == "turns 2, 6 (no-op: x); turn 3 (gave up: y)"
@@ -136,10 +137,10 @@ def test_turns_the_policy_held_are_reported_as_held_with_its_last_reason():
     why = ("held by the policy: saves ~9,247 over the 5 requests the session is expected to make yet, costs ~52,090 "
            "(cached-token units)")
     # turn 5 was dispatched (with turn 4) and nothing more was logged of it: that is no policy hold
-    assert stats.raw == [(1, why), (2, why), (3, why), (5, "no outcome logged"),
+    assert stats.raw == [(1, why), (2, why), (3, why), (5, "dispatched, not landed when the session ended"),
                          (6, "held by the policy: below turns.minTurnTokens (600) together")]
     assert (stats.held, stats.folded, stats.attempted, stats.landed) == ([1, 2, 3, 6], [1, 2, 3], 1, 1)
-    assert summarize_raw(stats.raw) == (f"turns 1-3 ({why}); turn 5 (no outcome logged); "
+    assert summarize_raw(stats.raw) == (f"turns 1-3 ({why}); turn 5 (dispatched, not landed when the session ended); "
                                         "turn 6 (held by the policy: below turns.minTurnTokens (600) together)")
     assert stats.to_json()["held"] == [1, 2, 3, 6] and stats.to_json()["folded"] == [1, 2, 3]
 

@@ -212,7 +212,7 @@ def test_verification_failure_restores_and_removes_plugin(bundle_world: World) -
     w.conf(ignore_user_patch=True)  # a DSH that silently drops the profile layer
     original_text = w.patch_file.read_bytes()
     out: list[str] = []
-    assert install(w.options(out)) == 2
+    assert install(w.options(out)) == 3
     report = "\n".join(out)
     assert "FAIL" in report and "rolling back" in report
     assert w.patch_file.read_bytes() == original_text
@@ -287,7 +287,7 @@ def test_a_config_typo_is_refused_before_anything_changes(bundle_world: World, c
     before = snapshot(w.root)
     argv = ["install", "--profile", "headless", "--dsh", str(w.dsh), "--shim-dir", str(w.shim),
             "--set", "compaction.retainTurns=2", "--set", "turns.enabeld=false"]
-    assert cli_main(argv) == 1
+    assert cli_main(argv) == 2  # the command line's own key: bad usage
     err = capsys.readouterr().err
     assert err.startswith("turn-memory install: error: invalid turn-memory config: "
                           "unknown key turns.enabeld (did you mean turns.enabled?); nothing was changed (fix: "), err
@@ -296,12 +296,12 @@ def test_a_config_typo_is_refused_before_anything_changes(bundle_world: World, c
                               str(w.shim), "--set", "compaction.retainTurns=2", "--set", "turns.enabled=false"])
     assert snapshot(w.root) == before and w.plugin_calls() == []
 
-    # a bound, through --config-json: the model's own message; the fix leaves the bad value out
-    assert cli_main([*argv[:-4], "--config-json", '{"compaction": {"thresholdRatio": 1.5}}']) == 1
+    # a bound, through --config-json: the model's own message; the fix sets the key's default instead
+    assert cli_main([*argv[:-4], "--config-json", '{"compaction": {"thresholdRatio": 1.5}}']) == 2
     err = capsys.readouterr().err
     assert "compaction.thresholdRatio: Input should be less than 1 (got 1.5)" in err
     assert printed_fix(err) == shlex.join(["turn-memory", "install", "--profile", "headless", "--dsh", str(w.dsh),
-                                           "--shim-dir", str(w.shim)])
+                                           "--shim-dir", str(w.shim), "--set", "compaction.thresholdRatio=0.8"])
     assert snapshot(w.root) == before and w.plugin_calls() == []
 
     assert run_printed(fix) == 0, capsys.readouterr()

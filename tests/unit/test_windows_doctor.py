@@ -125,5 +125,5 @@ def test_other_platforms_get_no_windows_lines(tmp_path):
 
 def test_engine_processes_are_not_claimed_absent_where_there_is_no_proc(tmp_path):
     assert running_engines(tmp_path / "no-proc") is None
-    finding = check_processes(None)
+    finding = check_processes(None, tmp_path / "home")
     assert (finding.status, finding.detail) == ("ok", "not listed on this OS (doctor reads Linux's /proc)")

@@ -13,10 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from turn_memory import resources
 from turn_memory.cli_output import Output, add_level_flags, render
 from turn_memory.config import TurnConfig
 from turn_memory.demo import screen
@@ -33,7 +37,7 @@ SCHEMA = "turn-memory.demo/1"
 EPILOG = """\
 exit status: 0 the session ran and the report is printed; 1 DSH failed or no checkpoint was
 written (the error says where its log is); 2 bad usage, or --model user without
-DEEPSEEK_API_KEY."""
+DEEPSEEK_API_KEY; 130 Ctrl-C (the throwaway home is removed)."""
 
 
 def _history_read(fake: FakeModel) -> str | None:
@@ -64,8 +68,42 @@ def _showcase(home: DshHome, events: list[dict[str, Any]], report: dict[str, Any
                            turn_nodes(events, home.dialect, turn["turn"], end, width))
 
 
+def path_setup(which: Callable[[str], str | None] = shutil.which) -> str | None:
+    """The command that puts `turn-memory` on PATH (None: it is there): from a clone, the checkout
+    installed as Python users install a tool (pipx, else pip into the Python on PATH); from an
+    environment someone installed it into, that environment activated."""
+    if which("turn-memory"):
+        return None
+    checkout = resources.editable_checkout()
+    if checkout is not None:
+        installer = ["pipx", "install"] if which("pipx") else ["python3", "-m", "pip", "install"]
+        return render([*installer, str(checkout)])
+    if os.name == "nt":
+        return str(Path(sys.prefix) / "Scripts" / "activate")
+    return render([".", str(Path(sys.prefix) / "bin" / "activate")])
+
+
+#: the exit status of a run stopped with Ctrl-C (128 + SIGINT, as shells report it)
+EXIT_INTERRUPTED = 130
+
+
 def run_demo(args: argparse.Namespace) -> int:
     out = Output.from_args("demo", args)
+    made: list[Path] = []  # the throwaway home once there is one (and whether it was there before)
+    existed: list[bool] = []
+    try:
+        return _demo(args, out, made, existed)
+    except KeyboardInterrupt:  # Ctrl-C: no traceback, and nothing left behind
+        for root, was_there in zip(made, existed):
+            shutil.rmtree(root, ignore_errors=True)
+            if was_there:  # an empty folder the user named: left as it was given
+                root.mkdir(exist_ok=True)
+        where = f"; removed the throwaway home {made[0]}" if made else ""
+        print(f"turn-memory demo: interrupted{where}", file=out.stderr, flush=True)
+        return EXIT_INTERRUPTED
+
+
+def _demo(args: argparse.Namespace, out: Output, made: list[Path], existed: list[bool]) -> int:
     use_user = args.model == "user"
     if use_user and not os.environ.get("DEEPSEEK_API_KEY"):
         return out.fail("--model user needs DEEPSEEK_API_KEY (DSH's default deepseek-official route)",
@@ -76,6 +114,8 @@ def run_demo(args: argparse.Namespace) -> int:
     if args.dsh_home and root.exists() and any(root.iterdir()):
         return out.fail(f"{root} is not empty; the demo needs a throwaway DSH home",
                         render(["turn-memory", "demo", "--dsh-home", str(root) + "-2"]), 2)
+    existed.append(bool(args.dsh_home) and root.exists())
+    made.append(root)
     model = "your provider (DSH's default route)" if use_user else "a scripted model (no API key, no network)"
     out.say(f"turn-memory demo: a real DSH {runtime.version} session on {model}, in a throwaway DSH home")
     out.say(f"  home: {root}")
@@ -121,12 +161,11 @@ def run_demo(args: argparse.Namespace) -> int:
         if not report["checkpoints"]:
             return out.fail(f"/compact wrote no checkpoint; see {engine_log}")
         out.say("")
-        out.say("next:")
-        inspect = render(["turn-memory", "inspect", "--dsh-home", str(root)])
-        own = render(["turn-memory", "install", "--profile", "headless", "--dsh", str(wrapper)])
-        out.say(f"  the same report, from the log on disk:  {inspect}")
-        out.say(f"  the engine's log (names session and turn): {engine_log}")
-        out.say(f"  this DSH for your own profiles:  {own}")
+        for line in screen.next_lines(inspect=render(["turn-memory", "inspect", "--dsh-home", str(root)]),
+                                      engine_log=str(engine_log), on_path=path_setup(),
+                                      own=render(["turn-memory", "install", "--profile", "headless", "--dsh",
+                                                  str(wrapper)])):
+            out.say(line)
         out.result(f"  the throwaway home takes {_du(root) / 1e6:.0f} MB; remove it with:  "
                    + (f'rmdir /s /q "{root}"' if os.name == "nt" else render(["rm", "-rf", str(root)])))
         if args.json:

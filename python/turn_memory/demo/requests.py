@@ -19,7 +19,7 @@ from turn_memory.devtools.fake_model import FakeRequest
 from turn_memory.devtools.price_model import Request, canonical_text, output_tokens, price
 
 #: a batch's task names its turns ("turns 2, 3 and 4"): its requests count on the first
-_TURN_TASK = re.compile(r"Current nodes of turns? (\d+)")
+_TURN_TASK = re.compile(r"Current nodes of turns? (\d+(?:(?:, | and )\d+)*)")
 COMPACT = "/compact"
 
 
@@ -41,6 +41,8 @@ class Costs:
     by_turn: dict[int | str, TurnCost] = field(default_factory=dict)
     other_usd: float = 0.0  # session titles and anything unattributed
     other_requests: int = 0
+    #: turn -> the first turn of the batch one worker compressed it in (where its requests count)
+    batched_with: dict[int, int] = field(default_factory=dict)
 
     def of(self, key: int | str) -> TurnCost:
         return self.by_turn.setdefault(key, TurnCost())
@@ -58,12 +60,18 @@ def _task_text(request: FakeRequest) -> str:
     return " ".join(str(m.get("content")) for m in request.messages if m.get("role") == "user")
 
 
+def batch_turns(request: FakeRequest) -> list[int]:
+    """The turns a worker's task names ([] when it names none)."""
+    found = _TURN_TASK.search(_task_text(request))
+    return [int(n) for n in re.findall(r"\d+", found[1])] if found else []
+
+
 def owner(request: FakeRequest, turn_of_task: Mapping[str, int]) -> tuple[int | str | None, bool]:
     """(turn number, `/compact` or None; whether it is a worker's request)."""
     tools = set(request.tool_names)
     if "replace_turn_nodes" in tools:
-        found = _TURN_TASK.search(_task_text(request))
-        return (int(found[1]) if found else None), True
+        batch = batch_turns(request)
+        return (batch[0] if batch else None), True
     if "replace_session_memory" in tools:
         return COMPACT, True
     if request.kind != "turn":
@@ -82,6 +90,8 @@ def costs(requests: Sequence[FakeRequest], turn_of_task: Mapping[str, int]) -> C
             continue
         cost = out.of(key)
         cost.prompt_tokens += bill.prompt_tokens
+        if worker and isinstance(key, int):
+            out.batched_with.update({n: key for n in batch_turns(request)[1:]})
         if worker:
             cost.worker_requests += 1
             cost.worker_usd += bill.cost_usd

@@ -80,13 +80,22 @@ def turn_table(facts: DemoFacts) -> list[str]:
         usd = f"${cost.usd:.5f}" if cost else ""
         lines.append(f"  {n:>4}  {clip(facts.asked.get(n, ''), 34):<34}  {requests:<15}  {usd:<9}  "
                      f"{_size(turn['before'])} -> {_size(turn['after'])}")
-        lines.append(f"        {state_text(turn, facts.min_turn_tokens)}")
+        state = state_text(turn, facts.min_turn_tokens)
+        first = costs.batched_with.get(n)
+        if first is not None and turn["state"] == "compressed":  # its worker's requests are on that row
+            state = state.replace("compressed by a worker", f"compressed by turn {first}'s worker, with turn {first} "
+                                                            f"(its requests count there)", 1)
+        lines.append(f"        {state}")
         if n == facts.compact_at and COMPACT in costs.by_turn:
             compact = costs.by_turn[COMPACT]
             requests = f"0 + {compact.worker_requests} worker"
             lines.append(f"     -  {'/compact':<34}  {requests:<15}  ${compact.usd:<8.5f}  {clip(facts.compact_text, 44)}")
-    lines.append(f"  * the agent's + the turn's worker's model requests; {costs.requests} in all, ${costs.total_usd:.4f} at "
-                 "DeepSeek list prices with prefix caching (4 characters per token).")
+    count = f"{costs.requests} in all"
+    if costs.other_requests:  # so that the rows and the total add up
+        count = (f"{costs.requests - costs.other_requests} in the rows and {costs.other_requests} of DSH's own "
+                 f"(the session's title): {count}")
+    lines.append(f"  * the agent's + the turn's worker's model requests; {count}, ${costs.total_usd:.4f} at DeepSeek "
+                 "list prices with prefix caching (4 characters per token).")
     lines.append("    The scripted model also plays the workers: it decides how much a turn shrinks.")
     return lines
 
@@ -154,3 +163,15 @@ def answers_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
         elif "command" in record:
             out += [f"      > {record['command']}", f"        {(record.get('result') or {}).get('text')}"]
     return out
+
+
+def next_lines(*, inspect: str, engine_log: str, own: str, on_path: str | None) -> list[str]:
+    """What to run after the demo, each command as the user's shell takes it. `on_path`: the
+    command that puts `turn-memory` on PATH, when it is not there yet (the others need it)."""
+    lines = ["next:"]
+    if on_path is not None:
+        lines.append(f"  turn-memory is not on your PATH yet; put it there first:  {on_path}")
+    lines += [f"  the same report, from the log on disk:  {inspect}",
+              f"  the engine's log (names session and turn): {engine_log}",
+              f"  this DSH for your own profiles:  {own}"]
+    return lines

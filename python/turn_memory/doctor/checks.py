@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +26,10 @@ from turn_memory.install.profile import (
     Dsh,
     DshError,
     DshLocation,
+    LocateError,
     ProcResult,
     ProfilePaths,
+    dsh_version,
     list_profiles,
 )
 from turn_memory.paths import expand_path
@@ -53,23 +55,25 @@ def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocati
     return fail("node", problem + where, FIX)
 
 
-def check_dsh(dsh: Dsh | None, why_missing: str | None, cached: Mapping[str, Path],
+def check_dsh(dsh: Dsh | None, missing: LocateError | None, cached: Mapping[str, Path],
               inv: Invocation) -> tuple[Finding, str | None]:
-    """`dsh --version` and the host dialect turn-memory speaks with it."""
+    """`dsh --version` and the host dialect turn-memory speaks with it; (finding, None) when
+    there is no dsh, or the program is not one (a folder, not executable, another program)."""
+    if dsh is not None:
+        try:
+            version = dsh_version(dsh)
+        except LocateError as err:
+            dsh, missing = None, err
     if dsh is None:
-        why = why_missing or "no dsh found"
+        why = str(missing) if missing else "no dsh found"
+        if missing is not None and missing.suggest:  # a folder given as --dsh holds one
+            return fail("dsh", why, replace(inv, dsh=missing.suggest).command("doctor")), None
         if cached:  # the demo's: a real DSH that works as it is
             version, wrapper = next(iter(cached.items()))
             return fail("dsh", f"{why}; the demo cached DSH {version} at {wrapper}",
                         replace(inv, dsh=str(wrapper)).command("doctor")), None
         return fail("dsh", f"{why}; `turn-memory demo` downloads and caches a DSH you can use",
                     "pass --dsh PATH (or --desktop DIR for DSH Desktop), or put dsh on PATH"), None
-    result = dsh._run(["--version"], timeout=120)
-    version = result.stdout.strip().splitlines()[-1] if result.returncode == 0 and result.stdout.strip() else ""
-    if not version:
-        return fail("dsh", f"{dsh.location.path} --version failed ({result.returncode}): "
-                           f"{(result.stderr or result.stdout).strip()[-300:]}",
-                    "reinstall DSH, or pass --dsh PATH to a working dsh"), None
     try:
         dialect = dialect_for_version(version)
     except ValueError:
@@ -185,9 +189,24 @@ def _tail(path: Path, count: int) -> list[str]:
         return f.read().decode("utf-8", errors="replace").splitlines()[-count:]
 
 
-def running_engines(proc: Path = Path("/proc")) -> list[tuple[int, str]] | None:
-    """(pid, command line) of `turn_memory serve` processes (Linux /proc; None: no /proc to read)."""
-    found: list[tuple[int, str]] = []
+@dataclass(frozen=True)
+class EngineProcess:
+    pid: int
+    command: str
+    #: the DSH home it serves, from its environment as DSH resolves it (None: not ours to read)
+    home: Path | None
+
+
+def _served_home(environ: bytes) -> Path | None:
+    env = dict(item.split("=", 1) for item in environ.decode(errors="replace").split("\0") if "=" in item)
+    if env.get("DSH_HOME", "").strip():
+        return expand_path(env["DSH_HOME"]).resolve()
+    return (Path(env["HOME"]) / ".dsh").resolve() if env.get("HOME") else None
+
+
+def running_engines(proc: Path = Path("/proc")) -> list[EngineProcess] | None:
+    """`turn_memory serve` processes (Linux /proc; None: no /proc to read), with the home each serves."""
+    found: list[EngineProcess] = []
     if not proc.is_dir():
         return None
     for entry in proc.iterdir():
@@ -199,14 +218,24 @@ def running_engines(proc: Path = Path("/proc")) -> list[tuple[int, str]] | None:
             continue
         words = [a.decode(errors="replace") for a in argv if a]
         if "serve" in words and any(w == "turn_memory" or w.endswith("turn-memory") for w in words):
-            found.append((int(entry.name), " ".join(words)))
-    return sorted(found)
+            try:
+                home = _served_home((entry / "environ").read_bytes())
+            except OSError:  # another user's process
+                home = None
+            found.append(EngineProcess(int(entry.name), " ".join(words), home))
+    return sorted(found, key=lambda e: e.pid)
 
 
-def check_processes(engines: list[tuple[int, str]] | None) -> Finding:
+def check_processes(engines: list[EngineProcess] | None, home: Path) -> Finding:
+    """The engines serving this DSH home's sessions; others (other homes: the demo's, tests') only counted."""
     if engines is None:  # Windows, macOS
         return ok("engine processes", "not listed on this OS (doctor reads Linux's /proc)")
-    if not engines:
-        return ok("engine processes", "none running (DSH starts one per process, with its first session)")
-    listed = "; ".join(f"pid {pid}: {cmd[:160]}" for pid, cmd in engines[:5])
-    return ok("engine processes", f"{len(engines)} running: {listed}")
+    mine = [e for e in engines if e.home == home.resolve()]
+    others = len(engines) - len(mine)
+    elsewhere = f"; {others} more serve other DSH homes" if others else ""
+    if not mine:
+        return ok("engine processes", "none running for this DSH home (DSH starts one per process, with its first "
+                                      f"session){elsewhere}")
+    shown = "; ".join(f"pid {e.pid}: {e.command}" for e in mine[:3])  # whole commands: paths are not cut
+    more = f"; and {len(mine) - 3} more" if len(mine) > 3 else ""
+    return ok("engine processes", f"{len(mine)} running for this DSH home: {shown}{more}{elsewhere}")

@@ -29,6 +29,7 @@ from turn_memory.doctor import windows
 from turn_memory.doctor.findings import Finding, fail
 from turn_memory.install.fix_commands import Invocation
 from turn_memory.install.installer import default_engine_command
+from turn_memory.install.recorded import recorded_dsh
 from turn_memory.install.profile import (
     Dsh,
     LocateError,
@@ -62,14 +63,18 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
     home = resolve_home(dsh_home, env, desktop)
     inv = Invocation(profile, dsh_home, dsh_path, desktop)  # every fix repeats what the user gave
     cached = cached_wrappers()  # the DSH the demo downloaded: a fix can point there
+    recorded = None if dsh_path or desktop else recorded_dsh(home, profile)  # the --dsh install used
     try:
-        dsh: Dsh | None = Dsh(resolve_dsh(dsh_path, desktop, home), home, env, runner or default_runner)
-        why = None
+        dsh: Dsh | None = Dsh(resolve_dsh(dsh_path, desktop, home, recorded=recorded), home, env,
+                              runner or default_runner)
+        missing: LocateError | None = None
     except LocateError as err:
-        dsh, why = None, str(err)
+        dsh, missing = None, err
     findings: list[Finding] = [check_node(_run_plain(env), dsh.location if dsh else None, cached, inv)]
-    found, _version = check_dsh(dsh, why, cached, inv)
+    found, version = check_dsh(dsh, missing, cached, inv)
     findings.append(found)
+    if version is None:  # not a DSH that answers: asking it for profiles would only fail again
+        dsh = None
 
     names = [profile] if profile else list_profiles(home)
     if not names:
@@ -105,7 +110,7 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
                                  install=inv.install, platform=platform, on_hello=hello.update)
     if platform == "win32":
         findings += _windows_findings(home, dsh, names, rows, hello.get("eventLoop"), bridge, inv)
-    findings.append(check_processes(running_engines()))
+    findings.append(check_processes(running_engines(), home))
     return home, findings
 
 
@@ -171,7 +176,8 @@ def add_doctor_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", help="check only this profile (default: every profile under the DSH home)")
     p.add_argument("--dsh-home", help="DSH home (default: $DSH_HOME, else ~/.dsh)")
     p.add_argument("--desktop", metavar="INSTALL_DIR", help="DSH Desktop install dir (home and CLI from there)")
-    p.add_argument("--dsh", metavar="PATH", help="dsh executable (default: Desktop wrapper next to the home, else PATH)")
+    p.add_argument("--dsh", metavar="PATH", help="dsh executable (default: the one `install --dsh` was given, the "
+                                                 "Desktop wrapper next to the home, else PATH)")
     p.add_argument("--no-bridge", action="store_true", help="skip starting the engine for the round trip")
     p.add_argument("--json", action="store_true", help="print the findings as JSON (schema turn-memory.doctor/1)")
     add_level_flags(p)

@@ -9,6 +9,7 @@ from pathlib import PurePath, PureWindowsPath
 from typing import Any
 
 from turn_memory.doctor.findings import Finding, fail, ok, warn
+from turn_memory.resources import REINSTALL
 from turn_memory.install.desktop import DESKTOP_WRAPPER_PARTS
 from turn_memory.install.profile import DshLocation
 
@@ -64,8 +65,8 @@ def event_loop(name: str | None, bridge: bool) -> Finding:
         return ok(label, "not checked (--no-bridge): the round trip reports it")
     if name is None:
         return warn(label, "the engine did not report its event loop (the round trip failed, or an engine older "
-                           "than this turn-memory)", "pip install --force-reinstall turn-memory")
+                           "than this turn-memory)", f"reinstall turn-memory {REINSTALL}")
     if "Proactor" in name:
         return fail(label, f"{name}: pyzmq's asyncio sockets cannot wait on it (no add_reader)",
-                    "pip install --force-reinstall turn-memory  (this version runs the engine on a selector loop)")
+                    f"reinstall turn-memory {REINSTALL}: this version runs the engine on a selector loop")
     return ok(label, f"{name} (pyzmq's asyncio sockets need a selector loop on Windows)")

@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from turn_memory import __version__
-from turn_memory.cli_output import EXIT_FAILED, EXIT_USAGE, error_text
+from turn_memory.cli_output import EXIT_FAILED, EXIT_USAGE, error_text, render as render_command
 from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
 from turn_memory.eval.cost import estimate
 from turn_memory.eval.dry_run import check
 from turn_memory.eval.provider import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, OpenAIProvider, Provider
 from turn_memory.eval.report import render, result_json
-from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, load_suite
+from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, UnknownScenario, load_suite
 from turn_memory.eval.scripted import ScriptedProvider
 from turn_memory.eval.session_run import ENGINES, RunFailed
 from turn_memory.eval.suite import DEFAULT_ORDER, ENGINE_ORDERS, SuiteRun
@@ -124,6 +124,11 @@ def run_eval(args: argparse.Namespace) -> int:
         if args.check:
             return check_scenarios(scenarios)
         provider = make_provider(args)
+    except UnknownScenario as exc:
+        listing = ["turn-memory", "eval", "--list"]
+        if args.scenarios != str(SHIPPED_DIR):
+            listing += ["--scenarios", args.scenarios]
+        return _error(str(exc), render_command(listing))
     except ScenarioError as exc:
         return _error(str(exc), "correct the scenario file (format: docs/eval.md)")
     except UsageError as exc:

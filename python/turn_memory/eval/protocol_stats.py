@@ -105,8 +105,10 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
     for turn in out.values():
         if turn.held and turn.policy and not turn.raw_reason:
             turn.raw_reason = f"held by the policy: {turn.policy[1]}"
-        if not turn.landed and not turn.raw_reason:
-            turn.raw_reason = "no outcome logged"
+        if not turn.landed and not turn.raw_reason:  # in plain words: nothing failed, the session ended first
+            dispatched = turn.workers or (turn.policy is not None and turn.policy[0] == "compressing")
+            turn.raw_reason = ("dispatched, not landed when the session ended" if dispatched else
+                               "no worker started before the session ended")
     return out
 
 

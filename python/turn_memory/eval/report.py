@@ -163,7 +163,7 @@ def _protocol_line(p: dict[str, Any]) -> str:
     folded = f"; folded into a session checkpoint: {turn_ranges(p['folded'])}" if p.get("folded") else ""
     return (f"  worker protocol: {p['landed']} of {p['attempted']} attempted turns landed "
             f"({p['turns']} turns), {p['requests_per_attempted_turn']:.1f} requests per attempted turn; "
-            f"refusals: {refusals}; left raw: {raw}{folded}")
+            f"refusals: {refusals}; not compressed: {raw}{folded}")
 
 
 def render(result: dict[str, Any]) -> str:

@@ -9,6 +9,8 @@ runs.
 
 from __future__ import annotations
 
+import difflib
+
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,10 @@ DEFAULT_WINDOW = 128_000
 
 class ScenarioError(ValueError):
     """A scenario file that cannot be used; the message names the file and the entry."""
+
+
+class UnknownScenario(ScenarioError):
+    """A `--scenario` name the suite does not hold (a typo, not a broken file)."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +254,9 @@ def load_suite(root: Path = SHIPPED_DIR, only: list[str] | None = None) -> list[
         names = {s.name for s in found}
         unknown = [n for n in only if n not in names]
         if unknown:
-            raise ScenarioError(f"unknown scenario(s) {', '.join(unknown)}; {root} has {', '.join(sorted(names))}")
+            near = [m for n in unknown for m in difflib.get_close_matches(n, sorted(names), n=1, cutoff=0.6)]
+            meant = f" (did you mean {', '.join(near)}?)" if near else ""
+            raise UnknownScenario(f"unknown scenario(s) {', '.join(unknown)}{meant}; {root} has "
+                                  f"{', '.join(sorted(names))}")
         found = [s for s in found if s.name in only]
     return found

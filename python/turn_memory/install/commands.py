@@ -6,10 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from turn_memory.cli_output import Output, add_level_flags
+from turn_memory.cli_output import EXIT_USAGE, Output, add_level_flags
 
 from .installer import InstallError, Options, install, parse_sets, uninstall
 from .layout import deep_merge
+from .row_config import clashes, typed_values
 
 INSTALL_EPILOG = """\
 config: a re-install keeps every key of the installed row unless you give it (--set,
@@ -17,12 +18,14 @@ config: a re-install keeps every key of the installed row unless you give it (--
 command's options only. Every run lists each key as kept, set, changed or removed.
 
 exit status: 0 installed (or the dry run's plan printed); 1 refused or failed, nothing
-changed (the error names the fix); 2 the verification after writing failed and everything
-was rolled back (or bad usage)."""
+changed (the error names the fix); 2 bad usage (an unknown option, a --set that is not
+KEY=VALUE or names a key or value the config refuses, --set and --unset of one key, a
+misspelt --unset key); 3 the verification after writing failed and everything was rolled back."""
 
 UNINSTALL_EPILOG = """\
-exit status: 0 uninstalled (or nothing to uninstall); 1 refused, nothing changed; 2 the
-verification after removing failed (the report says what is still live)."""
+exit status: 0 uninstalled (or nothing to uninstall in an existing profile); 1 refused, nothing
+changed (no such profile, no usable dsh); 2 bad usage; 3 the verification after removing
+failed (the report says what is still live)."""
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -30,8 +33,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dsh-home", help="DSH home (default: $DSH_HOME, else ~/.dsh; DSH Desktop: <install>\\home)")
     parser.add_argument("--desktop", metavar="INSTALL_DIR",
                         help="DSH Desktop install dir: home <dir>\\home, CLI <dir>\\resources\\runtime\\cli\\bin\\dsh.cmd")
-    parser.add_argument("--dsh", metavar="PATH", help="dsh executable to use (default: the Desktop wrapper next to "
-                        "the home, else dsh on PATH; `turn-memory doctor` names the one the demo cached)")
+    parser.add_argument("--dsh", metavar="PATH", help="dsh executable to use, remembered for the profile (default: "
+                        "the one an install was given, the Desktop wrapper next to the home, else dsh on PATH; "
+                        "`turn-memory doctor` names the one the demo cached)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be done, change nothing")
     parser.add_argument("--json", action="store_true",
                         help="print the report as one JSON object (schema turn-memory.install/1) instead of lines")
@@ -78,15 +82,22 @@ def run_install(args: argparse.Namespace) -> int:
     opts.force_plugin = args.force_plugin
     opts.unset = list(args.unset)
     opts.replace_config = args.replace_config
-    try:
+    try:  # what the command line says, checked before anything is read: its errors are bad usage (2)
         extra = {}
         if args.config_json:
-            extra = json.loads(args.config_json)
+            try:
+                extra = json.loads(args.config_json)
+            except ValueError as err:
+                raise InstallError(f"--config-json is not JSON ({err})") from err
             if not isinstance(extra, dict):
                 raise InstallError("--config-json must be a JSON object")
-        opts.extra_config = deep_merge(extra, parse_sets(args.sets))
-    except (InstallError, ValueError) as err:
-        return output.fail(f"{err}; nothing was changed")
+        opts.extra_config = typed_values(deep_merge(extra, parse_sets(args.sets)))
+    except InstallError as err:
+        return output.fail(f"{err}; nothing was changed", code=EXIT_USAGE)
+    both = clashes(opts.extra_config, opts.unset)
+    if both:  # which one was meant is not ours to guess
+        return output.fail(f"--set and --unset both name {', '.join(both)}; nothing was changed",
+                           "give each key either a --set or an --unset", EXIT_USAGE)
     return install(opts)
 
 

@@ -16,14 +16,15 @@ import shutil
 import subprocess
 import sys
 import time
+from glob import escape as glob_escape
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from turn_memory import resources
-from turn_memory.cli_output import error_text
+from turn_memory.cli_output import EXIT_USAGE, error_text
 from turn_memory.config import config_keys, config_problems
 from turn_memory.files import FILES, FileOps
 
@@ -32,10 +33,11 @@ from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
 from .fix_commands import Invocation
 from .node_check import node_problem, wrapper_node
-from .pack import PackError, PackResult, pack_shim, tarball_name
+from .pack import PackError, PackResult, pack_shim
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
 from .patchyaml import load_entry_list
 from .profile import (
+    RECORDED,
     SHIPPED_PROFILES,
     Dsh,
     DshError,
@@ -45,15 +47,19 @@ from .profile import (
     Runner,
     default_runner,
     list_profiles,
+    nearest_profile,
     resolve_dsh,
     resolve_home,
     tail,
 )
-from .row_config import Merged, installed_config, leaves, merge_config, show
+from .recorded import record_dsh, recorded_dsh, state_file
+from .row_config import Merged, installed_config, leaves, merge_config, show, typed_values, unknown_unsets
 
 TEMPLATE_FILES = {"bundle": "bundle-layout.yml", "preset": "preset-layout.yml"}
 #: the --json report of install and uninstall; fields are only ever added within version 1
 SCHEMA = "turn-memory.install/1"
+#: DSH's composed config after writing is not what was planned (everything rolled back); 2 is bad usage
+EXIT_VERIFY = 3
 
 
 def default_engine_command() -> list[str]:
@@ -115,15 +121,28 @@ class InstallError(Exception):
         self.fix = fix
 
 
-def _resolve(opts: Options) -> Context:
+def _resolve(opts: Options, command: str) -> Context:
     env = dict(opts.env if opts.env is not None else os.environ)
     home = resolve_home(opts.dsh_home, env, opts.desktop)
     try:
-        location: DshLocation = resolve_dsh(opts.dsh, opts.desktop, home)
+        recorded = None if opts.dsh or opts.desktop else recorded_dsh(home, opts.profile)
+        location: DshLocation = resolve_dsh(opts.dsh, opts.desktop, home, recorded=recorded)
     except LocateError as err:
-        raise InstallError(str(err)) from err
-    dsh = Dsh(location, home, env, opts.runner or default_runner, calls=[])
+        raise InstallError(str(err), fix=_dsh_fix(opts, command, err.suggest)) from err
+    # a path someone typed (or an install recorded): is it DSH at all? asked before its first real call
+    dsh = Dsh(location, home, env, opts.runner or default_runner, calls=[], verify=location.how in ("--dsh", RECORDED))
     return Context(opts, ProfilePaths(home, opts.profile), dsh, Backups(opts.now().strftime("%Y%m%dT%H%M%SZ")))
+
+
+def _dsh_fix(opts: Options, command: str, suggest: str | None) -> str | None:
+    """This very command with the dsh program a folder held, or the step that finds one (none
+    given: the error names the ways)."""
+    if suggest is None:
+        return ("pass --dsh the dsh program itself (`turn-memory doctor` names the one the demo cached), "
+                "or put dsh on PATH") if opts.dsh else None
+    inv = replace(opts.invocation, dsh=suggest)
+    options = [*opts.own_flags(), *_config_options(opts)] if command == "install" else opts.own_flags()
+    return inv.command(command, *options)
 
 
 # ---- small I/O helpers ----------------------------------------------------------------------
@@ -146,7 +165,8 @@ def write_text(path: Path, text: str, files: FileOps = FILES) -> None:
 
 
 class Backups:
-    """One timestamped copy per file per run, taken right before the first edit."""
+    """One timestamped copy per file per run, taken right before the first edit; the copies
+    earlier runs left of that file go then (one per change would pile up: the last one is kept)."""
 
     def __init__(self, stamp: str) -> None:
         self.stamp = stamp
@@ -165,6 +185,9 @@ class Backups:
             n += 1
         shutil.copy2(path, backup)
         self.made[path] = backup
+        for older in path.parent.glob(f"{glob_escape(path.name)}.turn-memory-*.bak"):
+            if older != backup:
+                FILES.unlink(older, missing_ok=True)
 
     def restore(self, path: Path) -> str:
         if path not in self.made:
@@ -311,7 +334,7 @@ def _missing_profile(ctx: Context, why: str) -> InstallError:
         fix = opts.invocation.install(*[f for f in opts.own_flags() if f != "--dry-run"], *_config_options(opts))
         how = f"install without --dry-run lets dsh create its shipped {name!r} profile first"
     else:
-        other = found[0] if found else "headless"
+        other = nearest_profile(name, found) or (found[0] if found else "headless")
         fix = opts.invocation.install(*opts.own_flags(), *_config_options(opts), profile=other)
         how = (f"dsh creates only the profiles it ships ({', '.join(SHIPPED_PROFILES)}) on first use; create "
                f"your own with `dsh plugin --profile {name} add <package>`, or install into {other!r}")
@@ -365,12 +388,15 @@ def _run(opts: Options, command: str, flow: Callable[[Context], int]) -> int:
     report: dict[str, Any] = {"schema": SCHEMA, "command": command, "profile": opts.profile, "dry_run": opts.dry_run,
                               "error": None}
     try:
-        ctx = _resolve(opts)
+        if command == "install":  # the command line's own config first, before any dsh is looked for
+            env = opts.env if opts.env is not None else os.environ
+            _merged(ProfilePaths(resolve_home(opts.dsh_home, env, opts.desktop), opts.profile), opts)
+        ctx = _resolve(opts, command)
         ctx.report = report
         report.update(home=str(ctx.paths.home), dsh={"path": str(ctx.dsh.location.path), "how": ctx.dsh.location.how})
         code = flow(ctx)
     except _USER_ERRORS as err:
-        fix = getattr(err, "fix", None)
+        fix = _dsh_fix(opts, command, err.suggest) if isinstance(err, LocateError) else getattr(err, "fix", None)
         opts.fail(command, str(err), fix)
         report["error"] = {"message": str(err), "fix": fix}
         code = getattr(err, "code", 1)
@@ -388,9 +414,7 @@ def _install(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "install" + (" (dry run)" if opts.dry_run else ""))
     command = opts.engine_command or default_engine_command()
-    merged = merge_config(_installed_row_config(ctx), command, opts.extra_config, opts.unset,
-                          replace=opts.replace_config)
-    check_row_config(merged, opts)  # before anything, even creating the profile
+    merged = _merged(paths, opts)  # checked by _run already; read again, as the row is now
     row = L.make_row(command, merged.config)
     _ensure_profile(ctx)
     refuse_manifest_bom(paths)
@@ -400,12 +424,16 @@ def _install(ctx: Context) -> int:
     user_entries(user_text)  # refuse an unparsable file before anything runs
 
     if opts.dry_run:
-        name, _ = tarball_name(shim_dir)
+        packed = pack_shim(shim_dir, paths.tarball_dir, write=False)
         base, how = tree_without_block(ctx, user_text, old_block is not None, may_write=False)
         plan, new_text = _plan(ctx, base, row, text0)
         ctx.say(f"  tree     : {how}")
-        ctx.say(f"  would pack {shim_dir} -> {paths.tarball_dir / name}")
-        ctx.say(f"  would run: dsh plugin --profile {paths.name} add {paths.tarball_dir / name}")
+        if _plugin_is_current(plugin_state(paths), packed) and not opts.force_plugin:
+            ctx.say(f"  plugin   : {L.OUR_PACKAGE}@{packed.version} already installed from this exact tarball; "
+                    "would not run pnpm")
+        else:
+            ctx.say(f"  would pack {shim_dir} -> {packed.path}")
+            ctx.say(f"  would run: dsh plugin --profile {paths.name} add {packed.path}")
         _say_config(ctx, merged)
         _say_plan(ctx, plan)
         ctx.report.update(patch_file=str(paths.patch_file), block=split_block(new_text)[1], would_change=new_text != text0)
@@ -468,11 +496,22 @@ def _install(ctx: Context) -> int:
     if not verdict.ok:
         ctx.verdict("verdict: FAILED -- rolling back")
         _rollback(ctx, backups, added_by_us)
-        return 2
+        return EXIT_VERIFY
     _write_declarations(ctx, row)
+    _record_dsh(ctx)
     ctx.verdict(f"verdict: installed -- {L.OUR_PACKAGE} is the only live compaction engine of profile "
                 f"{paths.name!r} ({', '.join(plan.layout.locations)}); start a new DSH session to use it")
     return 0
+
+
+def _record_dsh(ctx: Context) -> None:
+    """Remember a --dsh for doctor, uninstall and the fixes they print (found otherwise: found so again)."""
+    location = ctx.dsh.location
+    if location.how == RECORDED:
+        return
+    record_dsh(ctx.paths.home, ctx.paths.name, str(location.path) if location.how == "--dsh" else None)
+    if location.how == "--dsh":
+        ctx.say(f"  dsh      : remembered for doctor and uninstall in {state_file(ctx.paths.home)}")
 
 
 def _write_declarations(ctx: Context, row: dict[str, Any]) -> None:
@@ -515,17 +554,28 @@ def _allow_shim_build_rule(ctx: Context) -> None:
     ctx.say(f"  pnpm     : {path.name}: allowBuilds.{BUILD_RULE_PACKAGE} = false (its prebuilt addon needs no build script)")
 
 
-def _installed_row_config(ctx: Context) -> dict[str, Any] | None:
+def _installed_row_config(paths: ProfilePaths, opts: Options) -> dict[str, Any] | None:
     """The config of the row the last install wrote (None: not installed)."""
     try:
-        _, block = split_block(read_text(ctx.paths.patch_file) or "")
+        _, block = split_block(read_text(paths.patch_file) or "")
         return installed_config(block)
     except Exception as err:  # noqa: BLE001 - YAML errors come in many classes
-        if ctx.opts.replace_config:
+        if opts.replace_config:
             return None  # nothing of it is kept anyway
-        raise InstallError(f"cannot read the installed turn-memory row in {ctx.paths.patch_file}: {err}",
-                           fix=ctx.opts.invocation.install(*ctx.opts.own_flags(), *_config_options(ctx.opts),
-                                                           "--replace-config")) from err
+        raise InstallError(f"cannot read the installed turn-memory row in {paths.patch_file}: {err}",
+                           fix=opts.invocation.install(*opts.own_flags(), *_config_options(opts),
+                                                       "--replace-config")) from err
+
+
+def _merged(paths: ProfilePaths, opts: Options) -> Merged:
+    """The row config this install writes, checked: a bad key or value is refused before anything
+    else is looked at (even which dsh to run), so bad usage reads the same on any machine."""
+    command = opts.engine_command or default_engine_command()
+    merged = merge_config(_installed_row_config(paths, opts), command, opts.extra_config, opts.unset,
+                          replace=opts.replace_config)
+    check_unsets(merged, opts)
+    check_row_config(merged, opts)
+    return merged
 
 
 def _config_options(opts: Options, *, drop: frozenset[str] = frozenset(), rename: Mapping[str, str] | None = None,
@@ -553,7 +603,7 @@ def check_row_config(merged: Merged, opts: Options) -> None:
     if not problems:
         return
     given = leaves(opts.extra_config)
-    keys = {k.name for k in config_keys()}
+    defaults = {k.name: k.default for k in config_keys()}
     drop: set[str] = set()
     rename: dict[str, str] = {}
     unset: list[str] = []
@@ -562,18 +612,34 @@ def check_row_config(merged: Merged, opts: Options) -> None:
         mine = [k for k in given if k == p.key or k.startswith(p.key + ".")] if p.key else list(given)
         if p.key and not mine:  # the installed row holds it: remove it, keep a misspelt value under its name
             unset.append(p.key)
-            if p.nearest in keys and not isinstance(p.value, (dict, list)):
+            if p.nearest in defaults and not isinstance(p.value, (dict, list)):
                 sets.append(f"{p.nearest}={show(p.value)}")
             continue
-        if p.nearest in keys and p.key in given:
+        if p.nearest in defaults and p.key in given:
             rename[p.key] = p.nearest
         else:
             drop.update(mine)
+            if p.key in given and defaults.get(p.key) is not None:  # a bad value: the fix sets the default
+                sets.append(f"{p.key}={show(defaults[p.key])}")
     fixed = opts.invocation.install(*opts.own_flags(), *_config_options(opts, drop=frozenset(drop), rename=rename,
                                                                         unset=unset, sets=sets))
     where = " in the installed row" if unset and not drop and not rename else ""
+    # the command line's own keys are bad usage (2); a bad key only the installed row holds is a refusal (1)
     raise InstallError(f"invalid turn-memory config{where}: {'; '.join(p.message for p in problems)}; "
-                       "nothing was changed", fix=fixed)
+                       "nothing was changed", code=1 if where else EXIT_USAGE, fix=fixed)
+
+
+def check_unsets(merged: Merged, opts: Options) -> None:
+    """Refuse a misspelt `--unset` key (neither in the row nor a key at all), naming the nearest one."""
+    wrong = unknown_unsets(merged)
+    if not wrong:
+        return
+    nearest = dict(wrong)
+    fixed = [nearest.get(u) or u for u in opts.unset if u not in nearest or nearest[u]]  # renamed, or left out
+    said = "; ".join(f"--unset {key}: no such key" + (f" (did you mean {near}?)" if near else
+                                                      " (`turn-memory config` lists every key)") for key, near in wrong)
+    fix = opts.invocation.install(*opts.own_flags(), *_config_options(replace(opts, unset=fixed)))
+    raise InstallError(f"{said}; nothing was changed", code=EXIT_USAGE, fix=fix)
 
 
 def _plan(ctx: Context, base: list[dict[str, Any]], row: dict[str, Any], text0: str | None) -> tuple[L.Plan, str]:
@@ -656,10 +722,14 @@ def _uninstall(ctx: Context) -> int:
     opts, paths = ctx.opts, ctx.paths
     _header(ctx, "uninstall" + (" (dry run)" if opts.dry_run else ""))
     if not paths.package_json.exists():
-        found = ", ".join(list_profiles(paths.home)) or "none"
-        ctx.verdict(f"profile {paths.name!r} does not exist in {paths.home / 'profiles'} (profiles there: {found}): "
-                    "nothing to uninstall")
-        return 0
+        found = list_profiles(paths.home)
+        near = nearest_profile(paths.name, found)
+        listed = f"profiles there: {', '.join(found)}" if found else "it holds no profile"
+        raise InstallError(f"profile {paths.name!r} does not exist in {paths.home / 'profiles'} ({listed}); "
+                           "nothing was changed" + (f" (did you mean {near!r}?)" if near else ""),
+                           fix=opts.invocation.command("uninstall", *opts.own_flags(), profile=near) if near else
+                           "name a profile that is there with --profile, or the DSH home that holds yours with "
+                           "--dsh-home")
     refuse_manifest_bom(paths)
     text0 = read_text(paths.patch_file)
     user_text, block = split_block(text0 or "")
@@ -677,6 +747,7 @@ def _uninstall(ctx: Context) -> int:
 
     backups = ctx.backups
     problems = 0
+    record_dsh(paths.home, paths.name, None)  # before the home's turn-memory folder is emptied
     if block is not None and text0 is not None:
         backups.before_edit(paths.patch_file)
         write_text(paths.patch_file, remove_block(text0))
@@ -704,7 +775,7 @@ def _uninstall(ctx: Context) -> int:
     verdict = _verify(ctx, paths.name, backups, lambda after: L.verify_uninstalled(after, expected))
     if not verdict.ok or problems:
         ctx.verdict("verdict: FAILED")
-        return 2
+        return EXIT_VERIFY
     ctx.verdict(f"verdict: uninstalled -- the stock compaction engine is live again in profile {paths.name!r}")
     return 0
 
@@ -720,13 +791,13 @@ def parse_sets(pairs: Sequence[str]) -> dict[str, Any]:
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
-            raise InstallError(f"--set expects key=value, got {pair!r}")
+            raise InstallError(f"--set expects KEY=VALUE, got {pair!r}", code=EXIT_USAGE)
         value = load(raw) if raw.strip() else ""
         node = out
         parts = key.strip().split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
-                raise InstallError(f"--set {pair!r} conflicts with an earlier --set")
+                raise InstallError(f"--set {pair!r} conflicts with an earlier --set", code=EXIT_USAGE)
         node[parts[-1]] = value
-    return out
+    return typed_values(out)

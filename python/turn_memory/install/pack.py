@@ -82,18 +82,14 @@ def build_tarball(shim_dir: Path) -> tuple[bytes, list[str]]:
     return gzip.compress(raw.getvalue(), compresslevel=9, mtime=0), files
 
 
-def pack_shim(shim_dir: Path, out_dir: Path) -> PackResult:
+def pack_shim(shim_dir: Path, out_dir: Path, *, write: bool = True) -> PackResult:
+    """The tarball, written to `out_dir` (`write=False`, a dry run: only what it would be)."""
     manifest = read_manifest(shim_dir)
     data, files = build_tarball(shim_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{manifest['name']}-{manifest['version']}.tgz"
     unchanged = path.is_file() and path.read_bytes() == data
-    if not unchanged:
+    if write and not unchanged:
+        out_dir.mkdir(parents=True, exist_ok=True)
         FILES.write(path, data)
     return PackResult(path, manifest["name"], manifest["version"], tuple(files), hashlib.sha256(data).hexdigest(), unchanged)
 
-
-def tarball_name(shim_dir: Path) -> tuple[str, str]:
-    """(file name, version) the tarball would get, without building it."""
-    manifest = read_manifest(shim_dir)
-    return f"{manifest['name']}-{manifest['version']}.tgz", manifest["version"]

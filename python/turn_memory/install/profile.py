@@ -18,6 +18,7 @@ Windows: a `.cmd` cannot be exec'd directly; it goes through
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -32,7 +33,11 @@ from .desktop import DESKTOP_WRAPPER_PARTS, DesktopNotFound, find_desktop
 
 
 class LocateError(Exception):
-    pass
+    """No usable dsh: the message names the problem; `suggest` is a `--dsh` that would do, if one was seen."""
+
+    def __init__(self, message: str, suggest: str | None = None) -> None:
+        super().__init__(message)
+        self.suggest = suggest
 
 
 def resolve_home(explicit: str | None, env: Mapping[str, str], desktop: str | None = None) -> Path:
@@ -70,24 +75,53 @@ class DshLocation:
         return parts == DESKTOP_WRAPPER_PARTS
 
 
+#: how a dsh recorded by `install --dsh` is found again (`install.recorded`)
+RECORDED = "the --dsh an install recorded"
+
+
+def _dsh_inside(folder: Path) -> str | None:
+    """A dsh program in a folder given as --dsh (the demo's cache `bin/` holds `dsh-<version>`)."""
+    candidates = [folder / "dsh", folder / "bin" / "dsh", folder / "dsh.cmd",
+                  *sorted(folder.glob("dsh-*"), reverse=True)]  # newest version first
+    return next((str(c) for c in candidates if c.is_file()), None)
+
+
+def usable_program(path: Path, flag: str = "--dsh") -> Path:
+    """`path` if it can be run; LocateError naming what it is instead (a folder, not executable)."""
+    if path.is_dir():
+        inside = _dsh_inside(path)
+        raise LocateError(f"{flag} {path} is a folder, not the dsh program"
+                          + (f" (it holds {inside})" if inside else ""), inside)
+    # Windows runs .exe/.cmd by name, not by an execute bit (and a mounted Windows drive may show none)
+    if os.name != "nt" and path.suffix.lower() not in (".exe", ".cmd", ".bat") and not os.access(path, os.X_OK):
+        raise LocateError(f"{flag} {path} is not executable: it is not the dsh program, or it lost its "
+                          f"execute bit (chmod +x {path})")
+    return path
+
+
 def resolve_dsh(
     explicit: str | None,
     desktop: str | None,
     home: Path,
     which: Callable[[str], str | None] = shutil.which,
+    recorded: str | None = None,
 ) -> DshLocation:
+    """The dsh to run: --dsh, --desktop's wrapper, the one `install --dsh` recorded, the Desktop
+    wrapper next to the home, else PATH's."""
     if explicit:
         given = expand_path(explicit)
         found = str(given) if given.exists() else which(explicit)
         if not found:
             raise LocateError(f"--dsh {explicit}: no such file or command")
-        return DshLocation(Path(found).absolute(), "--dsh")
+        return DshLocation(usable_program(Path(found).absolute()), "--dsh")
     if desktop:
         try:
             wrapper = Path(find_desktop(str(expand_path(desktop))).wrapper)
         except DesktopNotFound as err:
             raise LocateError(str(err)) from err
         return DshLocation(wrapper.absolute(), "--desktop")
+    if recorded and Path(recorded).is_file():  # gone since: found as if never recorded
+        return DshLocation(usable_program(Path(recorded), "the recorded dsh"), RECORDED)
     wrapper = Path(desktop_wrapper_from_home(home))
     if wrapper.is_file():
         return DshLocation(wrapper.absolute(), "Desktop wrapper next to the home")
@@ -102,6 +136,12 @@ def resolve_dsh(
 #: profiles dsh creates from its own template on first use (`sdk` and `acp`: 0.2.x only);
 #: any other name must exist first (`dsh plugin --profile NAME add <package>` creates it)
 SHIPPED_PROFILES = ("headless", "web", "sdk", "acp")
+
+
+def nearest_profile(name: str, profiles: Sequence[str]) -> str | None:
+    """The profile a misspelt name most likely meant (`headles`: `headless`), or None."""
+    found = difflib.get_close_matches(name, [p for p in profiles if p != name], n=1, cutoff=0.6)
+    return found[0] if found else None
 
 
 def list_profiles(home: Path) -> list[str]:
@@ -183,14 +223,17 @@ Runner = Callable[[Path, Sequence[str], Mapping[str, str], Path | None, float | 
 def default_runner(exe: Path, args: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout: float | None) -> ProcResult:
     windows = os.name == "nt"
     invocation = build_invocation(exe, args, windows=windows, comspec=env.get("COMSPEC", "cmd.exe"))
-    proc = subprocess.run(  # noqa: S603 - argv list (or the one cmd.exe line built above)
-        invocation,
-        env=dict(env),
-        cwd=str(cwd) if cwd else None,
-        capture_output=True,
-        timeout=timeout,
-        check=False,
-    )
+    try:
+        proc = subprocess.run(  # noqa: S603 - argv list (or the one cmd.exe line built above)
+            invocation,
+            env=dict(env),
+            cwd=str(cwd) if cwd else None,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except OSError as error:  # a folder, no execute bit, not a program at all: one line, no traceback
+        raise LocateError(f"cannot run {exe}: {error.strerror or error}") from error
     # DSH prints UTF-8 whatever the console code page; a lossy decode would
     # corrupt values we copy back into the patch file, so decode strictly.
     try:
@@ -216,8 +259,13 @@ class Dsh:
     env: Mapping[str, str]
     runner: Runner = default_runner
     calls: list[ProcResult] | None = None
+    #: before the first call, ask `--version` whether the program is DSH at all (a path someone typed)
+    verify: bool = False
 
     def _run(self, args: Sequence[str], timeout: float | None, cwd: Path | None = None) -> ProcResult:
+        if self.verify:
+            self.verify = False
+            dsh_version(self)  # LocateError: not DSH, before it is handed a profile
         env = {**self.env, "DSH_HOME": str(self.home)}
         result = self.runner(self.location.path, list(args), env, cwd, timeout)
         if self.calls is not None:
@@ -234,6 +282,23 @@ class Dsh:
     def plugin(self, profile: str, *args: str, cwd: Path | None = None) -> ProcResult:
         # pnpm resolves and may download; no timeout beyond the user's patience.
         return self._run(["plugin", "--profile", profile, *args], timeout=None, cwd=cwd)
+
+
+#: what `dsh --version` prints last, and alone: `0.2.1-rc.2` (node's `v22.19.0` or python's
+#: `Python 3.11.7` are other programs)
+_VERSION = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?")
+
+
+def dsh_version(dsh: Dsh) -> str:
+    """`dsh --version`'s version; LocateError when the program answers it as DSH never would."""
+    result = dsh._run(["--version"], timeout=120)
+    lines = result.stdout.strip().splitlines()
+    version = lines[-1].strip() if lines else ""
+    if result.returncode == 0 and _VERSION.fullmatch(version):
+        return version
+    said = (f"exited {result.returncode}: {tail(result, 200)}" if result.returncode else
+            f"printed {version[:80]!r}, not a version")
+    raise LocateError(f"{dsh.location.path} is not a working DSH: `{dsh.location.path.name} --version` {said}")
 
 
 def tail(result: ProcResult, limit: int = 1500) -> str:

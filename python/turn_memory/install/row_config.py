@@ -14,6 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
+from turn_memory.config import EngineConfig, config_keys, nearest_key
+
 from .layout import OUR_PACKAGE, deep_merge
 from .patchyaml import load_entry_list
 
@@ -160,3 +164,46 @@ def merge_config(installed: Mapping[str, Any] | None, command: list[str], given:
         how = "merged into the installed row (a key is kept unless given; --unset KEY removes one)"
         removed_by = "--unset"
     return Merged(config, diff(old, config, removed_by), not_there, how)
+
+
+#: what `--set KEY=…` means by a boolean: YAML's JSON schema reads only true/false as one
+_TRUE, _FALSE = frozenset({"true", "yes", "on", "1"}), frozenset({"false", "no", "off", "0"})
+
+
+def typed_values(config: Mapping[str, Any], model: type[BaseModel] = EngineConfig) -> dict[str, Any]:
+    """`config` with each boolean key's yes/no/on/off/1/0 as the boolean it means (DSH and the
+    shim would read `no` as a string, which is true); every other value as it is."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        info = model.model_fields.get(key)
+        kind = info.annotation if info is not None else None
+        if isinstance(value, Mapping) and isinstance(kind, type) and issubclass(kind, BaseModel):
+            out[key] = typed_values(value, kind)
+        elif kind is bool and isinstance(value, (str, int)) and not isinstance(value, bool) \
+                and str(value).strip().lower() in _TRUE | _FALSE:
+            out[key] = str(value).strip().lower() in _TRUE
+        else:
+            out[key] = value
+    return out
+
+
+def known_names() -> set[str]:
+    """Every dotted key and section a row config may hold."""
+    names: set[str] = set()
+    for key in config_keys():
+        parts = key.name.split(".")
+        names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return names
+
+
+def unknown_unsets(merged: Merged) -> list[tuple[str, str | None]]:
+    """(key, nearest valid key) of each `--unset` key that is neither in the row nor a key at all:
+    a misspelling, which would otherwise remove nothing unseen."""
+    known = known_names()
+    return [(key, nearest_key(key)) for key in merged.not_there if key not in known]
+
+
+def clashes(given: Mapping[str, Any], unset: Iterable[str]) -> list[str]:
+    """Keys both set and unset by one command (a section unset covers its keys)."""
+    keys = leaves(given)
+    return [u for u in unset if any(k == u or k.startswith(u + ".") or u.startswith(k + ".") for k in keys)]

@@ -23,8 +23,9 @@ from turn_memory.host.dialects import (
     DIALECTS,
     RC8,
     V02,
+    dialect_for_format,
     dialect_for_host,
-    dialect_for_log,
+    dialect_for_records,
     dialect_for_version,
     dialect_named,
 )
@@ -126,10 +127,27 @@ def test_what_this_project_says_about_each_version():
     assert V02.support("0.2.2") == RC8.support("0.2.1-rc.2") == ""
 
 
-@pytest.mark.parametrize("file_name, name", [
-    ("session.jsonl", "rc8"), ("session.jsonl.zstd", "rc8"), ("session.v4.jsonl", "v02"),
-    ("session.v4.jsonl.zstd", "v02"), ("copied-log.jsonl", "rc8"), ("session.v5.jsonl.zstd", None),
+@pytest.mark.parametrize("version, name", [(0, "rc8"), (4, "v02"), (1, None), (5, None), (True, None), ("4", None),
+                                           (None, None)])
+def test_a_log_header_s_session_format_names_the_dialect_that_wrote_it(version, name):
+    found = dialect_for_format(version)
+    assert (found.name if found else None) == name
+
+
+def _op(dialect, seq=1):
+    return {"type": "user/message", "seq": seq + 1, "surfaceOp": dialect.replace_op(seq, seq), "sourceEventSeqs": [seq]}
+
+
+@pytest.mark.parametrize("records, name", [
+    ([{"type": "assistant/chunk"}], "rc8"),  # 0.2 dropped assistant/chunk
+    ([{"type": "system/message"}], "v02"),  # only 0.2 has a system node
+    ([{"type": "turn/start"}, _op(RC8)], "rc8"),  # start/end replace keys
+    ([{"type": "turn/start"}, _op(V02)], "v02"),  # startSeq/endSeq
+    ([{"type": "turn/start"}, {"type": "user/message", "surfaceOp": "append"}], None),  # both write these
+    ([{"type": "plugin/own-record", "ignorable": True}], None),  # nobody's: tells nothing
+    ([{"type": "assistant/chunk"}, _op(V02)], None),  # contradicts itself
+    ([], None),
 ])
-def test_a_log_file_name_names_the_dialect_that_wrote_it(file_name, name):
-    found = dialect_for_log(file_name)
+def test_records_name_the_dialect_only_when_exactly_one_fits_them(records, name):
+    found = dialect_for_records(records)
     assert (found.name if found else None) == name

@@ -40,15 +40,20 @@ from turn_memory.turns.recovery import turns_to_recover
 HEADER = {"type": "session", "version": 0, "id": "s-1", "createdAt": 1, "cwd": "/w"}
 
 
-def write_plain(path: Path, events: list[dict[str, Any]]) -> Path:
+def header(dialect: Dialect) -> dict[str, Any]:
+    """The header line the dialect's hosts write: its session format is what names the dialect."""
+    return {**HEADER, "version": dialect.session_format_version}
+
+
+def write_plain(path: Path, events: list[dict[str, Any]], dialect: Dialect = RC8) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [HEADER, *events]))
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [header(dialect), *events]))
     return path
 
 
-def write_zstd(path: Path, events: list[dict[str, Any]], per_frame: int = 7) -> Path:
+def write_zstd(path: Path, events: list[dict[str, Any]], per_frame: int = 7, dialect: Dialect = RC8) -> Path:
     cctx = zstandard.ZstdCompressor(write_checksum=True, write_content_size=False)
-    batches = [[HEADER]] + [events[i:i + per_frame] for i in range(0, len(events), per_frame)]
+    batches = [[header(dialect)]] + [events[i:i + per_frame] for i in range(0, len(events), per_frame)]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(cctx.compress(b"".join(orjson.dumps(r) + b"\n" for r in b)) for b in batches))
     return path
@@ -87,7 +92,7 @@ def landed_log(dialect: Dialect) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("dialect, name", [(RC8, "session.jsonl"), (V02, "session.v4.jsonl")])
 def test_landed_and_pending_turns_and_the_savings(tmp_path, dialect, name):
     events = landed_log(dialect)
-    report = inspect_log(write_plain(tmp_path / name, events))
+    report = inspect_log(write_plain(tmp_path / name, events, dialect))
     ref = reference(events, dialect)
     by_turn = {t["turn"]: t for t in report["turns"]}
     assert report["log"]["dialect"] == dialect.name and report["whole"] and report["inconsistencies"] == []
@@ -233,12 +238,57 @@ def test_bad_lines_torn_tails_and_bad_rows_in_a_plain_log(tmp_path):
     assert report["log"]["events"] == len(events) - 1
 
 
-def test_a_log_in_a_session_format_no_known_dialect_writes_is_refused_by_name(tmp_path, capsys):
-    path = write_plain(tmp_path / "s-9" / "session.v5.jsonl", landed_log(V02))
-    assert main(["inspect", str(path)]) == 1
+def _turn_states(report: dict[str, Any]) -> list[tuple[int, str, str | None]]:
+    return [(t["turn"], t["state"], t["phase"]) for t in report["turns"]]
+
+
+@pytest.mark.parametrize("dialect, name, form", [
+    (V02, "session.jsonl", "jsonl"), (V02, "copy-of-my-session.jsonl", "zstd"), (V02, "session.v4.jsonl.zstd", "jsonl"),
+    (RC8, "session.v4.jsonl", "jsonl"), (RC8, "session.v4.jsonl.zstd", "zstd"), (RC8, "backup", "zstd")])
+def test_a_renamed_copy_of_a_healthy_log_reads_in_the_dialect_that_wrote_it(tmp_path, capsys, dialect, name, form):
+    events = landed_log(dialect)
+    write = write_zstd if form == "zstd" else write_plain
+    report = inspect_log(write(tmp_path / name, events, dialect=dialect))
+    assert report["log"]["dialect"] == dialect.name and report["log"]["format"] == form
+    assert report["whole"] and report["inconsistencies"] == []
+    assert read_session_log(tmp_path / name)[1] == events
+    assert _turn_states(report) == [(1, "untouched", None), (2, "compressed", "landed"), (3, "open", None)]
+    assert main(["inspect", str(tmp_path / name)]) == 0
+    out = capsys.readouterr().out
+    assert "INCONSISTENT" not in out and out.splitlines()[-1] == "  log: whole"
+
+
+def test_a_log_in_a_session_format_no_known_dialect_writes_gets_one_plain_line_and_status_4(tmp_path, capsys):
+    path = tmp_path / "s-9" / "session.v4.jsonl"  # the name of a format it is not
+    path.parent.mkdir()
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [{**HEADER, "version": 5}, *landed_log(V02)]))
+    assert main(["inspect", str(path)]) == 4
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"turn-memory inspect: error: {path}: cannot tell which DSH version wrote this session log: its header names "
+        "session format 5, which no DSH version turn-memory knows writes (it reads format 0 (DSH 0.1.0 to 0.1.4) "
+        "and format 4 (DSH 0.1.5 and later))\n")
+
+
+def test_a_log_whose_header_is_lost_is_told_by_its_records_or_said_to_be_untellable(tmp_path, capsys):
+    lines = [orjson.dumps(r) for r in [header(V02), *landed_log(V02)]]
+    lost = tmp_path / "lost" / "session.jsonl"  # rc8's name, 0.2's records
+    lost.parent.mkdir()
+    lost.write_bytes(b"\n".join([b'{"type": "sess', *lines[1:]]) + b"\n")
+    report = inspect_log(lost)
+    assert report["log"]["dialect"] == "v02" and report["inconsistencies"] == []  # its system/message and replace ops
+    assert [d["kind"] for d in report["damage"]] == ["no-header", "bad-line"]
+    assert _turn_states(report) == [(1, "untouched", None), (2, "compressed", "landed"), (3, "open", None)]
+    # records both hosts write, and nothing else: nothing tells who wrote them
+    neutral = tmp_path / "neutral" / "session.v4.jsonl"
+    neutral.parent.mkdir()
+    neutral.write_bytes(b'{"type": "sess\n{"type": "turn/start", "seq": 0, "time": 1, "data": {"turn": 1}}\n')
+    assert main(["inspect", str(neutral)]) == 4
     assert capsys.readouterr().err == (
-        "turn-memory inspect: error: session.v5.jsonl: no DSH dialect turn-memory knows writes this session format "
-        "(it reads session.jsonl (rc8), session.v4.jsonl (v02), each also .zstd)\n")
+        f"turn-memory inspect: error: {neutral}: cannot tell which DSH version wrote this session log: its session "
+        "header could not be read, and its records do not tell which DSH version wrote it (turn-memory reads format 0 "
+        "(DSH 0.1.0 to 0.1.4) and format 4 (DSH 0.1.5 and later))\n")
 
 
 def test_json_output_schema_and_exit_status(tmp_path, capsys):

@@ -10,7 +10,9 @@ import zstandard
 
 from turn_memory.logs.reader import (
     SessionLogError,
+    UnknownDialect,
     expand_chunk_row,
+    log_dialect,
     find_session_logs,
     read_session_header,
     read_session_log,
@@ -191,3 +193,85 @@ def test_find_and_locate_logs(tmp_path: Path, log_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         session_log_for(home, "session-missing")
     assert find_session_logs(tmp_path / "nowhere") == []
+
+
+def _replacement(seq: int, sources: list[Any]) -> dict[str, Any]:
+    return {"type": "user/message", "seq": seq, "time": seq, "data": {"role": "user", "content": []},
+            "surfaceOp": {"op": "replace", "startSeq": 3, "endSeq": 3}, "sourceEventSeqs": sources}
+
+
+def _v4_log(tmp_path: Path, sources: list[Any], version: int = 4) -> Path:
+    events = [{"type": "turn/start", "seq": s, "time": s, "data": {"turn": 1}} for s in range(17)]
+    return write_log_with(tmp_path / "session.v4.jsonl.zstd", {**HEADER, "version": version},
+                          [events, [_replacement(17, sources)]])
+
+
+def write_log_with(path: Path, header: dict[str, Any], batches: list[list[dict[str, Any]]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(frame([header]) + b"".join(frame(b) for b in batches))
+    return path
+
+
+@pytest.mark.parametrize("stored, read", [
+    ([[8, 10], 16], [8, 9, 10, 16]),  # DSH 0.2's example: three consecutive seqs as one pair
+    ([0, [2, 4], [6, 9], 12], [0, 2, 3, 4, 6, 7, 8, 9, 12]),
+    ([[0, 16]], list(range(17))),  # up to the seq before the event's own
+    ([3, 4], [3, 4]),  # two consecutive seqs stay a plain list
+    ([5, 3], [5, 3]),  # out of order, no pair: stored as the host holds it (its surface check judges it)
+])
+def test_format_4_source_seq_ranges_read_back_as_every_seq(tmp_path: Path, stored, read) -> None:
+    _, events = read_session_log(_v4_log(tmp_path, stored))
+    assert events[17]["sourceEventSeqs"] == read
+    assert {k: v for k, v in events[17].items() if k != "sourceEventSeqs"} == \
+        {k: v for k, v in _replacement(17, stored).items() if k != "sourceEventSeqs"}
+
+
+def test_format_0_stores_no_ranges_a_pair_stays_as_written(tmp_path: Path) -> None:
+    # rc8 (format 0) never writes a pair and its own loader expands none: its surface check refuses one
+    _, events = read_session_log(_v4_log(tmp_path, [[8, 10], 16], version=0))
+    assert events[17]["sourceEventSeqs"] == [[8, 10], 16]
+
+
+@pytest.mark.parametrize("stored, why", [
+    ([[8, 10, 12]], "not a \\[start, end\\] pair"),
+    ([[8, "10"]], "not a \\[start, end\\] pair"),
+    ([[True, 10]], "not a \\[start, end\\] pair"),
+    ([[-1, 2]], "not a \\[start, end\\] pair"),
+    ([[10, 8]], "run forwards"),
+    ([[15, 17]], "before the event's own seq"),
+    ([[8, 10], 9], "strictly increasing"),
+    ([12, [8, 10]], "strictly increasing"),
+])
+def test_a_malformed_seq_range_is_corruption(tmp_path: Path, stored, why: str) -> None:
+    with pytest.raises(SessionLogError, match=why):
+        read_session_log(_v4_log(tmp_path, stored))
+
+
+def test_chunk_rows_belong_to_formats_0_and_1_only(tmp_path: Path) -> None:
+    rows = pack(sample_events())
+    path = write_log_with(tmp_path / "session.jsonl.zstd", {**HEADER, "version": 4}, [rows])
+    with pytest.raises(SessionLogError, match="a reasoning-chunks storage row in a format 4 log"):
+        read_session_log(path)
+    path = write_log_with(tmp_path / "session.v1.jsonl.zstd", {**HEADER, "version": 1}, [rows])
+    assert read_session_log(path)[1] == sample_events()
+
+
+def test_a_header_without_a_session_format_is_refused(tmp_path: Path) -> None:
+    path = write_log_with(tmp_path / "session.jsonl.zstd", {k: v for k, v in HEADER.items() if k != "version"}, [])
+    with pytest.raises(SessionLogError, match="names no session format"):
+        read_session_log(path)
+
+
+def test_the_dialect_is_the_one_the_content_names() -> None:
+    assert log_dialect([{**HEADER, "version": 4}]).name == "v02"
+    assert log_dialect([{**HEADER, "version": 0}, {"type": "system/message"}]).name == "rc8"  # the header decides
+    # a lost header: a chunk row stands for the assistant/chunk events only rc8 writes
+    assert log_dialect([{"type": "text-chunks", "seq0": 0}]).name == "rc8"
+    with pytest.raises(UnknownDialect, match="session format 2, which no DSH version"):
+        log_dialect([{**HEADER, "version": 2}])
+    with pytest.raises(UnknownDialect, match="records do not tell"):
+        log_dialect([{"type": "turn/start", "seq": 0}])
+    with pytest.raises(SessionLogError, match="no session header and no session events") as refused:
+        log_dialect([[1, 2], "text"])
+    assert not isinstance(refused.value, UnknownDialect)
+

@@ -12,6 +12,7 @@ from turn_memory.devtools.price_model import (
     Request,
     bill,
     canonical_text,
+    interval_tokens,
     output_tokens,
     price,
 )
@@ -23,12 +24,29 @@ def text(units: int, tag: str) -> str:
     return "".join(f"{tag}{i:04d}".ljust(UNIT, ".") for i in range(units))
 
 
-def test_the_first_request_misses_entirely_and_an_identical_one_hits_in_whole_units():
-    body = text(10, "a") + "tail"  # 10 whole units and a partial one
+def test_the_first_request_misses_entirely_and_an_identical_one_hits_all_of_it():
+    body = text(10, "a") + "tail"  # 10 whole intervals and a partial one
     first, second = price([Request(body, 1), Request(body, 1)])
     assert first.hit_tokens == 0 and first.prompt_tokens == 10 * BLOCK_TOKENS + 1
-    # the partial unit at the end never hits
-    assert second.hit_tokens == 10 * BLOCK_TOKENS and second.miss_tokens == 1
+    # the whole input is a unit of its own (DeepSeek: the end of the user input is persisted)
+    assert second.hit_tokens == 10 * BLOCK_TOKENS + 1 and second.miss_tokens == 0
+
+
+@pytest.mark.parametrize("short", [1, 2, 3, 100, UNIT - 1])
+def test_a_request_that_extends_an_earlier_one_reads_all_of_it_whatever_its_length(short):
+    # the e2e failure: request 1 ended 1-3 characters short of an interval, its tokens rounded up
+    # to a whole 64 (7,552), and request 2 hit only the intervals before it (7,488)
+    first_text = text(118, "a")[:-short]
+    first, second = price([Request(first_text, 1), Request(first_text + "<|assistant|>next", 1)])
+    assert second.hit_tokens == first.prompt_tokens == -(-(118 * UNIT - short) // CHARS_PER_TOKEN)
+
+
+def test_a_request_that_shares_only_the_start_of_an_earlier_input_hits_its_whole_intervals():
+    earlier = text(5, "a") + "tail of the first request"
+    _, diverging, shorter = price([Request(earlier, 1), Request(text(5, "a") + "tail of another", 1),
+                                   Request(text(4, "a") + "a0004...", 1)])
+    assert diverging.hit_tokens == 5 * BLOCK_TOKENS  # not the earlier input's unit: it does not match it in full
+    assert shorter.hit_tokens == 4 * BLOCK_TOKENS  # a prefix of an earlier input, ending inside an interval
 
 
 def test_a_change_misses_from_the_unit_it_falls_in_to_the_end():
@@ -92,9 +110,16 @@ def test_output_tokens_count_text_reasoning_and_calls():
     assert output_tokens(None) == 1 and output_tokens({}) == 1
 
 
-def test_the_cache_only_hits_whole_units_from_the_start():
+def test_the_cache_hits_whole_units_from_the_start():
     cache = PrefixCache()
-    assert cache.lookup_and_add("x" * (UNIT - 1)) == 0  # no whole unit: nothing cached
-    assert cache.lookup_and_add("x" * (UNIT - 1)) == 0
+    assert cache.lookup_and_add("x" * (UNIT - 1)) == 0  # nothing cached yet
+    assert cache.lookup_and_add("x" * (UNIT - 1)) == BLOCK_TOKENS  # the whole earlier input: 255 chars, 64 tokens
+    assert cache.lookup_and_add("x" * (UNIT - 2)) == 0  # shorter than every unit cached
     assert cache.lookup_and_add("y" * UNIT * 2) == 0
     assert cache.lookup_and_add("y" * UNIT * 3) == 2 * BLOCK_TOKENS
+    assert cache.lookup_and_add("y" * UNIT * 2 + "z") == 2 * BLOCK_TOKENS
+
+
+def test_interval_tokens_are_the_whole_units_of_a_text():
+    assert interval_tokens("x" * (3 * UNIT - 1)) == 2 * BLOCK_TOKENS
+    assert interval_tokens("x" * 3 * UNIT) == 3 * BLOCK_TOKENS

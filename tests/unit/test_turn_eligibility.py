@@ -158,7 +158,7 @@ def test_a_turn_not_worth_a_worker_yet_is_held_pending_with_its_context_unchange
     # recovery and inspect agree: a held turn is pending, taken up again on the next start
     assert turns_to_recover(host.log) == [1]
     report = inspect_log(write_plain(tmp_path / ("session.v4.jsonl" if dialect is V02 else "session.jsonl"),
-                                     host.log.events))
+                                     host.log.events, dialect))
     assert [(t["turn"], t["state"]) for t in report["turns"]] == [(1, "pending"), (2, "open")]
 
 

@@ -9,11 +9,19 @@ the `FakeModel` recorded with it. The model, and the approximations it makes:
   :data:`CHARS_PER_TOKEN` characters per token, the heuristic DSH's own token meter uses
   (`turn_memory.host.tokens`). No real tokenizer: the ratios between two variants priced the
   same way are what the model is for, not exact bills.
-* **Cache.** As DeepSeek's context cache: a request hits on the longest prefix it shares
-  with any earlier request, counted in whole units of :data:`BLOCK_TOKENS` tokens from the
-  start; everything after that misses. A unit is matched by a hash chain over the units
+* **Cache.** As DeepSeek's context cache documents it (api-docs.deepseek.com, Context
+  Caching: "Cache Persistence and Hit Rules"): each request persists *cache prefix units*, and
+  a later request hits on the longest unit it matches in full, from the first token;
+  everything after that misses. The units a request persists here: its whole input (the
+  "end position of the user input": a request that extends an earlier one, the common case
+  of an agent's next request, reads all of it from the cache, whatever its length), and
+  its prefixes at fixed intervals of :data:`BLOCK_TOKENS` tokens (the "fixed token
+  intervals", which is what a request that shares only the start of an earlier one hits).
+  Not modelled: the unit at the end of the model's output (the request text holds no
+  output) and the common prefixes the provider persists after seeing two requests diverge
+  (a third request then hits them). A unit is matched by a hash chain over the intervals
   before it, so only an identical prefix from the very first token hits. Every request's
-  whole units join the cache right after it is priced, in arrival order (the provider's
+  units join the cache right after it is priced, in arrival order (the provider's
   cache fills within seconds; requests of one session are seconds apart). All requests share
   one cache domain: DeepSeek caches per account, and the agent, its workers and the title
   request all use the same key.
@@ -108,12 +116,15 @@ def output_tokens(reply: Mapping[str, Any] | None) -> int:
 
 
 class PrefixCache:
-    """Whole-unit prefix cache: which leading units of a text some earlier text already had."""
+    """Which prefix of a text an earlier text persisted as a unit (see the module docstring)."""
 
     def __init__(self, block_tokens: int = BLOCK_TOKENS, chars_per_token: int = CHARS_PER_TOKEN) -> None:
         self.block_chars = block_tokens * chars_per_token
         self.block_tokens = block_tokens
         self._seen: set[bytes] = set()
+        #: each earlier request's whole input, keyed by the chain digest of its whole
+        #: intervals (b"" for none): what is left past them, shorter than one interval
+        self._inputs: dict[bytes, set[str]] = {}
 
     def _chain(self, text: str) -> list[bytes]:
         digests, h = [], b""
@@ -123,15 +134,30 @@ class PrefixCache:
         return digests
 
     def lookup_and_add(self, text: str) -> int:
-        """Tokens of `text` that hit (whole units of the longest cached prefix); then cache it."""
+        """Tokens of `text` that hit (the longest earlier unit it matches in full); then cache it."""
         chain = self._chain(text)
-        hit_units = 0
+        units = 0
         for digest in chain:
             if digest not in self._seen:
                 break
-            hit_units += 1
+            units += 1
+        hit = units * self.block_tokens
+        # an earlier whole input that `text` extends ends inside the interval after the matched
+        # ones (had it a whole interval more, that interval would have matched too)
+        at = units * self.block_chars
+        for rest in self._inputs.get(chain[units - 1] if units else b"", ()):
+            if text.startswith(rest, at):
+                hit = max(hit, tokens(text[:at + len(rest)]))
         self._seen.update(chain)
-        return hit_units * self.block_tokens
+        whole = len(text) // self.block_chars
+        self._inputs.setdefault(chain[whole - 1] if whole else b"", set()).add(text[whole * self.block_chars:])
+        return hit
+
+
+def interval_tokens(text: str) -> int:
+    """Tokens of the whole fixed-interval units of `text`: what a later request that shares
+    `text` as its start, then goes on differently, reads from the cache at least."""
+    return len(text) // (BLOCK_TOKENS * CHARS_PER_TOKEN) * BLOCK_TOKENS
 
 
 @dataclass

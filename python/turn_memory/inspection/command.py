@@ -15,17 +15,19 @@ from turn_memory.inspection.progress import ProgressBar, wants_bar
 from turn_memory.inspection.report import inspect_log, print_report
 from turn_memory.inspection.sessions import SCHEMA as SESSIONS_SCHEMA
 from turn_memory.inspection.sessions import NoSuchSession, Session, by_id_or_prefix, list_sessions
-from turn_memory.logs.reader import LOG_NAMES, SessionLogError, session_log_for
+from turn_memory.logs.reader import LOG_NAMES, SessionLogError, UnknownDialect, session_log_for
 from turn_memory.paths import expand_path
 
 EXIT_WHOLE = 0
 EXIT_ERROR = 1  # nothing to inspect: no such log, not a session log
 EXIT_DAMAGED = 3  # the report covers what could be read; damage or inconsistencies are listed
+EXIT_UNKNOWN_DIALECT = 4  # a session log, but its content does not say which known DSH version wrote it
 
 DESCRIPTION = """\
 Show what turn-memory did to a DSH session, read-only, straight from the session log on disk
-(session.jsonl, session.jsonl.zstd or session.v4.jsonl.zstd; zstd logs are read frame by
-frame, in bounded memory, whatever their size).
+(session.jsonl, session.jsonl.zstd or session.v4.jsonl.zstd, or a copy under any name: which
+DSH version wrote it is read from its content; zstd logs are read frame by frame, in bounded
+memory, whatever their size).
 
 Per turn: surface nodes and estimated tokens before turn-memory (what the agent appended)
 and after (the turn's nodes once compressed, or just before a checkpoint folded them), its
@@ -38,8 +40,10 @@ id or by the start of it."""
 
 EPILOG = """\
 exit status: 0 the log is whole; 3 part of it is damaged or inconsistent (listed in the
-report); 1 nothing to inspect (no such log or session, an ambiguous id prefix, not a
-session log); 2 bad usage."""
+report); 4 the log's content does not say which known DSH version wrote it (its header names
+a session format turn-memory does not read, or is lost and the records do not tell); 1
+nothing to inspect (no such log or session, an ambiguous id prefix, not a session log);
+2 bad usage."""
 
 
 def newest_user_session(home: Path) -> Path | None:
@@ -130,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         report = inspect_log(path, on_progress=bar)
     except OSError as exc:
         return out.fail(f"cannot read {path}: {exc}", code=EXIT_ERROR)
+    except UnknownDialect as exc:  # said as it is: reading it as some dialect would misreport every turn
+        return out.fail(str(exc), code=EXIT_UNKNOWN_DIALECT)
     except SessionLogError as exc:
         return out.fail(str(exc), code=EXIT_ERROR)
     finally:

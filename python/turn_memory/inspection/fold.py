@@ -26,7 +26,14 @@ from turn_memory.host.markers import is_own_source
 from turn_memory.host.surface import project_message
 from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
 from turn_memory.host.turn_index import OriginFold, UnitKey, has_reasoning
-from turn_memory.logs.reader import CHUNK_ROW_TYPES, SessionLogError, chunk_row_members
+from turn_memory.logs.reader import (
+    CHUNK_ROW_TYPES,
+    FIRST_SEQ_RANGE_FORMAT,
+    LAST_CHUNK_ROW_FORMAT,
+    SessionLogError,
+    chunk_row_members,
+    expand_seq_ranges,
+)
 
 CHUNK = "assistant/chunk"
 ROW_TYPES = frozenset(CHUNK_ROW_TYPES)
@@ -123,6 +130,10 @@ class Fold:
         self._prev: dict[int, int] = {}
         self._tail: int | None = None
         self._surface_types = dialect.surface_event_types
+        # how the dialect's session format stores events (logs.reader): the log's header names
+        # the same format, or the dialect was told from the records of a header-less log
+        self._chunk_rows = dialect.session_format_version <= LAST_CHUNK_ROW_FORMAT
+        self._seq_ranges = dialect.session_format_version >= FIRST_SEQ_RANGE_FORMAT
 
     # -- problems ------------------------------------------------------------------------
     def problem(self, kind: str, offset: int | None, detail: str) -> None:
@@ -165,6 +176,9 @@ class Fold:
             kind = record.get("type")
             if kind in ROW_TYPES:
                 try:
+                    if not self._chunk_rows:
+                        raise SessionLogError(f"a {kind} storage row in a format "
+                                              f"{self.dialect.session_format_version} log, which packs none")
                     count = len(chunk_row_members(record))
                 except SessionLogError as exc:
                     at, text = where(index)
@@ -225,6 +239,13 @@ class Fold:
 
     def _surface_event(self, event: dict[str, Any], seq: int, kind: str, index: int, where: Any) -> None:
         # runs for a third of a log's records: estimate_message and _append are inlined
+        if self._seq_ranges and "sourceEventSeqs" in event:
+            try:
+                event = expand_seq_ranges(event)  # as the host reads it back
+            except SessionLogError as exc:
+                at, text = where(index)
+                self.problem("bad-row", at, f"{text}: {exc}; the event is ignored")
+                return
         data = event.get("data")
         message = project_message(self.dialect, event)
         tokens = estimate_content(message.get("content", [])) + ROLE_OVERHEAD if message is not None else 0

@@ -11,10 +11,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+import orjson
+
 from turn_memory.host.dialect import Dialect
-from turn_memory.host.dialects import DIALECTS, dialect_for_log
 from turn_memory.inspection.fold import CheckpointStats, Fold, TurnStats
-from turn_memory.logs.reader import SessionLogError
+from turn_memory.logs.reader import SessionLogError, UnknownDialect, log_dialect
 from turn_memory.logs.stream import LogStream
 from turn_memory.turns.lifecycle import Phase, durable_phase
 
@@ -23,20 +24,42 @@ SCHEMA = "turn-memory.inspect/1"
 DAMAGE_KINDS = frozenset({"bad-line", "bad-row", "seq-gap"})
 
 
-def dialect_for(path: Path) -> Dialect:
-    dialect = dialect_for_log(path.name)
-    if dialect is None:
-        known = ", ".join(f"{d.log_file_stem}.jsonl ({d.name})" for d in DIALECTS)
-        raise SessionLogError(f"{path.name}: no DSH dialect turn-memory knows writes this session format "
-                              f"(it reads {known}, each also .zstd)")
-    return dialect
+#: lines of its first batch a log's dialect is told from when its header is lost (a zstd
+#: batch holds 512 or more unless the log is shorter; a plain one a whole read block)
+SNIFF_LINES = 2000
+
+
+def dialect_of(path: Path, lines: list[bytes]) -> Dialect:
+    """The dialect that wrote the log, from its first lines (`logs.reader.log_dialect`)."""
+    records = []
+    for line in lines[:SNIFF_LINES]:
+        try:
+            records.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue  # damage: the fold reports it
+    try:
+        return log_dialect(records)
+    except UnknownDialect as exc:
+        raise UnknownDialect(f"{path}: cannot tell which DSH version wrote this session log: {exc}") from exc
+    except SessionLogError as exc:
+        raise SessionLogError(f"{path} is not a readable DSH session log: {exc}") from exc
 
 
 def inspect_log(path: str | os.PathLike[str], on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Read the whole log once, in bounded memory, and return the report (see SCHEMA)."""
     path = Path(path)
+    stream, fold = fold_log(path, on_progress)
+    return build_report(path, stream, fold)
+
+
+def fold_log(path: Path, on_progress: Callable[[int], None] | None = None) -> tuple[LogStream, Fold]:
+    """The whole log streamed through the fold once, in the dialect its content names.
+
+    Raises UnknownDialect when the content does not name one turn-memory knows, and
+    SessionLogError when nothing in the file could be read as a session log.
+    """
     stream = LogStream(path, on_progress=on_progress)
-    fold = Fold(dialect_for(path))
+    fold: Fold | None = None
     # the fold makes no reference cycles, but its millions of short-lived dicts keep
     # triggering the cycle collector, which then rescans every live node: about a sixth
     # of the run. Refcounting frees everything; the collector is restored afterwards.
@@ -44,11 +67,16 @@ def inspect_log(path: str | os.PathLike[str], on_progress: Callable[[int], None]
     gc.disable()
     try:
         for batch in stream.batches():
+            if fold is None:
+                fold = Fold(dialect_of(path, batch.lines))
             fold.feed_lines(batch.lines, batch.where)
     finally:
         if collecting:
             gc.enable()
-    return build_report(path, stream, fold)
+    if fold is None:
+        damage = "; ".join(f"{d.kind}: {d.detail}" for d in stream.damage)
+        raise SessionLogError(f"{path} is not a readable DSH session log" + (f" ({damage})" if damage else ""))
+    return stream, fold
 
 
 def _size(nodes: int, tokens: int) -> dict[str, int]:

@@ -23,6 +23,13 @@ _BLOCK_RLE = 1
 MAX_BLOCK = 128 * 1024
 
 
+def is_zstd(head: bytes) -> bool:
+    """Whether a log whose file starts with `head` is zstd frames, from its content, not its
+    name (a copy may have any): plain JSONL starts with its header object, `{`; DSH's zstd log
+    with a frame magic, and one whose first bytes are damaged is still frames, not text."""
+    return head.lstrip()[:1] not in (b"{", b"")
+
+
 class FrameShapeError(ValueError):
     """The bytes at this offset are not a well-formed frame (bad magic, reserved bits)."""
 

@@ -8,9 +8,19 @@ Layout (dsh-session-persistence-jsonl): ``<sessions root>/<project key>/<session
 A ``.zstd`` log is independent Zstandard frames back to back: one for the header line, one
 per append batch. ``zstandard.ZstdDecompressor().decompress()`` silently stops after the
 FIRST frame, so frames are decoded one at a time here. The plaintext is JSONL: the first
-line is the header (``type: "session"``), every other line an event, except that runs of
-streamed deltas are packed into storage rows (``text-chunks`` / ``reasoning-chunks`` /
-``tool-call-chunks``) which expand back into the exact ``assistant/chunk`` events.
+line is the header (``type: "session"``), every other line an event. Some fields are stored in
+a compacted form, and the host expands them as it reads; so does this reader, by the
+header's session format ``version`` (the host's loader picks its codec by it):
+
+* formats 0-1 (0.1.x, rc8 writes 0): runs of streamed deltas are packed into storage rows
+  (``text-chunks`` / ``reasoning-chunks`` / ``tool-call-chunks``) which expand back into the
+  exact ``assistant/chunk`` events (dsh-session ``decodeStorageRecord``); format 2 and later
+  nest the stream in the assistant event and have no such rows.
+* formats 1 and later (0.2.x writes 4): a ``sourceEventSeqs`` run of 3+ consecutive seqs is
+  stored as one ``[start, end]`` pair (dsh-session-format ``encodeSeqRanges`` /
+  ``decodeSeqRanges``), expanded back into every seq.
+
+Every other field is stored as the host holds it.
 
 Like DSH's own loader, a torn tail (an incomplete last frame, a last line without its
 newline: the writer was interrupted or is still writing) is dropped; anything malformed
@@ -26,16 +36,27 @@ from typing import Any
 
 import zstandard
 
+from turn_memory.host.dialect import Dialect
+from turn_memory.host.dialects import DIALECTS, dialect_for_format, dialect_for_records
+from turn_memory.host.json_values import is_seq
 from turn_memory.host.session_dirs import encode_segment
+from turn_memory.logs.frames import is_zstd
 
 # Preferred first when one session dir holds more than one artifact.
 LOG_NAMES = ("session.v4.jsonl.zstd", "session.jsonl.zstd", "session.v4.jsonl", "session.jsonl")
 _LOG_NAME_RE = re.compile(r"^session(\.v\d+)?\.jsonl(\.zstd)?$")
 CHUNK_ROW_TYPES = ("text-chunks", "reasoning-chunks", "tool-call-chunks")
+#: the last session format whose logs pack chunk rows, and the first that stores seq ranges
+LAST_CHUNK_ROW_FORMAT = 1
+FIRST_SEQ_RANGE_FORMAT = 1
 
 
 class SessionLogError(ValueError):
     """The log is corrupt or not a DSH session log (message says where)."""
+
+
+class UnknownDialect(SessionLogError):
+    """A session log that no known dialect writes, or whose content does not tell which wrote it."""
 
 
 # --------------------------------------------------------------------------- locating
@@ -96,7 +117,7 @@ def _decompress_frames(data: bytes, path: Path, max_frames: int | None = None) -
 
 def _plaintext(path: Path, max_frames: int | None = None) -> bytes:
     data = path.read_bytes()
-    if path.name.endswith(".zstd"):
+    if is_zstd(data[:64]):  # by content: a renamed copy reads the same
         return _decompress_frames(data, path, max_frames)[0]
     return data
 
@@ -220,20 +241,68 @@ def expand_chunk_row(row: dict[str, Any]) -> list[dict[str, Any]]:
     return events
 
 
-def decode_record(value: Any) -> list[dict[str, Any]]:
-    """One parsed JSONL line -> the session events it stores (rows expand, others pass)."""
-    if isinstance(value, dict) and value.get("type") in CHUNK_ROW_TYPES:
-        return expand_chunk_row(value)
+def expand_seq_ranges(event: dict[str, Any]) -> dict[str, Any]:
+    """The event with its stored ``sourceEventSeqs`` as the host reads it: each ``[start, end]``
+    pair expanded into ``start..end``. A malformed pair (not two seqs, start after end, not
+    before the event's own seq, or seqs out of order around a pair) is corruption: the host
+    refuses the whole log over it (released v2 codec ``decodeSeqRanges``)."""
+    stored = event.get("sourceEventSeqs")
+    if type(stored) is not list or not any(type(entry) is list for entry in stored):
+        return event  # a plain list is the in-memory form already; the surface model judges it
+    seq = event.get("seq")
+    seqs: list[Any] = []
+    for entry in stored:
+        if type(entry) is not list:
+            seqs.append(entry)
+            continue
+        if len(entry) != 2 or not (is_seq(entry[0]) and is_seq(entry[1])):
+            raise SessionLogError(f"malformed sourceEventSeqs range {entry!r} (seq {seq!r}): not a [start, end] pair of seqs")
+        start, end = entry
+        if start > end or (type(seq) is int and end >= seq):
+            raise SessionLogError(f"malformed sourceEventSeqs range {entry!r} (seq {seq!r}): it must run forwards, "
+                                  "before the event's own seq")
+        seqs.extend(range(start, end + 1))
+    if any(type(a) is not int or type(b) is not int or b <= a for a, b in zip(seqs, seqs[1:])):
+        raise SessionLogError(f"malformed sourceEventSeqs {stored!r} (seq {seq!r}): with a range, the seqs must "
+                              "be strictly increasing")
+    return {**event, "sourceEventSeqs": seqs}
+
+
+def format_version(header: dict[str, Any]) -> int:
+    """The session format a log header names (the host reads a log by it)."""
+    version = header.get("version")
+    if not isinstance(version, int) or not is_seq(version):
+        raise SessionLogError(f"the session header names no session format (version {version!r})")
+    return version
+
+
+def decode_record(value: Any, version: int = 0) -> list[dict[str, Any]]:
+    """One parsed JSONL line of a format-`version` log -> the session events it stores, as the
+    host holds them (a chunk row expands into its events, seq ranges into their seqs)."""
+    if isinstance(value, dict):
+        tag = value.get("type")
+        if tag in CHUNK_ROW_TYPES:
+            if version > LAST_CHUNK_ROW_FORMAT:
+                raise SessionLogError(f"a {tag} storage row in a format {version} log (only formats 0-"
+                                      f"{LAST_CHUNK_ROW_FORMAT} pack chunk rows)")
+            return expand_chunk_row(value)
+        if version >= FIRST_SEQ_RANGE_FORMAT and "sourceEventSeqs" in value:
+            return [expand_seq_ranges(value)]
     return [value]
 
 
 def read_session_log(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(header, events)`` of a session log, chunk rows expanded, seqs checked 0..n-1."""
+    """``(header, events)`` of a session log, its events as the host reads them back (chunk rows
+    and seq ranges expanded), seqs checked 0..n-1."""
     path = Path(path)
     lines = _complete_lines(_plaintext(path))
     if not lines:
         raise SessionLogError(f"{path}: empty or header-less session log")
     header = _parse_header(lines[0], path)
+    try:
+        version = format_version(header)
+    except SessionLogError as exc:
+        raise SessionLogError(f"{path}: {exc}") from exc
     events: list[dict[str, Any]] = []
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -243,7 +312,7 @@ def read_session_log(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list
         except ValueError as exc:
             raise SessionLogError(f"{path}:{lineno}: event line is not JSON") from exc
         try:
-            decoded = decode_record(value)
+            decoded = decode_record(value, version)
         except SessionLogError as exc:
             raise SessionLogError(f"{path}:{lineno}: {exc}") from exc
         for event in decoded:
@@ -254,3 +323,42 @@ def read_session_log(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list
                     f"(type {event.get('type') if isinstance(event, dict) else type(event).__name__})")
             events.append(event)
     return header, events
+
+
+# --------------------------------------------------------------------------- dialect
+
+def _formats() -> str:
+    """The formats turn-memory reads, for a message: 'format 0 (DSH 0.1.0 to 0.1.4) and …'."""
+    ordered = sorted(DIALECTS, key=lambda d: d.first_version)
+    parts = []
+    for d, after in zip(ordered, [*ordered[1:], None]):
+        first = ".".join(map(str, d.first_version))
+        if after is None:
+            parts.append(f"format {d.session_format_version} (DSH {first} and later)")
+        else:
+            major, minor, patch = after.first_version
+            parts.append(f"format {d.session_format_version} (DSH {first} to {major}.{minor}.{patch - 1})")
+    return " and ".join(parts)
+
+
+def log_dialect(records: list[Any]) -> Dialect:
+    """The dialect that wrote a log, from its first records (parsed lines, header first) and
+    never its file name: the header's session format, the one the host's own loader reads it
+    by; a log whose header was lost, by what its records hold (a chunk row stands for the
+    `assistant/chunk` events it packs). Raises UnknownDialect when neither tells, and
+    SessionLogError when nothing in them is a session record at all."""
+    first = records[0] if records else None
+    if isinstance(first, dict) and first.get("type") == "session":
+        dialect = dialect_for_format(first.get("version"))
+        if dialect is None:
+            raise UnknownDialect(f"its header names session format {first.get('version')!r}, which no DSH "
+                                 f"version turn-memory knows writes (it reads {_formats()})")
+        return dialect
+    events = [r for r in records if isinstance(r, dict) and "type" in r]
+    if not events:
+        raise SessionLogError("it holds no session header and no session events")
+    dialect = dialect_for_records({"type": "assistant/chunk"} if r["type"] in CHUNK_ROW_TYPES else r for r in events)
+    if dialect is None:
+        raise UnknownDialect("its session header could not be read, and its records do not tell which DSH "
+                             f"version wrote it (turn-memory reads {_formats()})")
+    return dialect

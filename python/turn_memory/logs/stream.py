@@ -1,11 +1,11 @@
 """Read a session log from disk as batches of JSONL lines, in bounded memory, surviving damage.
 
-`.zstd` logs are decoded in runs of whole frames, one decoder call per run; a run that fails
+Zstd logs (told by their first bytes, not their name) are decoded in runs of whole frames, one decoder call per run; a run that fails
 to decode is decoded again one frame at a time (each frame is checksummed: a frame is used
 only once it decoded completely, so a corrupted frame contributes nothing, not garbage).
 A damaged frame is recorded as :class:`Damage` with its byte offset and the reader moves on
 to the next frame magic; a file that ends inside its last frame (an interrupted append)
-yields that frame's complete lines, as DSH's own loader recovers them. Plain `.jsonl` logs
+yields that frame's complete lines, as DSH's own loader recovers them. Plain JSONL logs
 are read in blocks. Memory is bounded by the read size plus the largest single frame.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from turn_memory.logs.frames import MAGIC, FrameShapeError, complete_frames, frame_extent
+from turn_memory.logs.frames import MAGIC, FrameShapeError, complete_frames, frame_extent, is_zstd
 
 READ_SIZE = 4 << 20
 #: compressed bytes decoded per call: the per-frame Python work (a log has tens of thousands
@@ -119,7 +119,8 @@ class LogStream:
     def __init__(self, path: str | os.PathLike[str], *, on_progress: Progress | None = None,
                  read_size: int = READ_SIZE) -> None:
         self.path = Path(path)
-        self.compressed = self.path.name.endswith(".zstd")
+        with open(self.path, "rb") as f:
+            self.compressed = is_zstd(f.read(64))
         self.size = self.path.stat().st_size
         self.damage: list[Damage] = []
         self.frames = 0

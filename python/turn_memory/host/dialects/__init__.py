@@ -1,14 +1,16 @@
 """The known DSH dialects, one module each, and how to pick one. Pure.
 
 A dialect is chosen from what the host's own session code accepted (the shim's probe, at
-start-up), from a `dsh --version` string (doctor), or from a session log's file name
-(inspect). Nothing else in the engine names a host: it asks the chosen `Dialect`.
+start-up), from a `dsh --version` string (doctor), or from what a session log holds (inspect:
+its header's session format, else its records; never its file name, which a copy can change).
+Nothing else in the engine names a host: it asks the chosen `Dialect`.
 docs/architecture.md ("Adding a DSH host version") lists what a new one takes.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
+from typing import Any
 
 from turn_memory.host.dialect import Dialect
 # re-exported (`X as X`): callers name the dialects from here
@@ -17,8 +19,6 @@ from turn_memory.host.dialects.v02 import V02 as V02
 
 #: every dialect the engine speaks, oldest first
 DIALECTS: tuple[Dialect, ...] = (RC8, V02)
-
-_LOG_NAME = re.compile(r"^(?P<stem>session(?:\.v\d+)?)\.jsonl(?:\.zstd)?$")
 
 
 def dialect_named(name: str) -> Dialect:
@@ -60,9 +60,32 @@ def dialect_for_version(version: str) -> Dialect:
     return max(speaking, key=lambda d: d.first_version)
 
 
-def dialect_for_log(file_name: str) -> Dialect | None:
-    """The dialect that writes a session log of this file name (`session.v4.jsonl.zstd`: v02);
-    a name without a format tag is format 0's (rc8). None: no known dialect writes it."""
-    found = _LOG_NAME.match(file_name)
-    stem = found.group("stem") if found else "session"
-    return next((d for d in DIALECTS if d.log_file_stem == stem), None)
+def dialect_for_format(version: object) -> Dialect | None:
+    """The dialect whose hosts write session format `version` (a log header's `version`: the
+    host's own loader picks its codec by it). None: no known dialect writes that format."""
+    if type(version) is not int:  # a bool is not a format
+        return None
+    return next((d for d in DIALECTS if d.session_format_version == version), None)
+
+
+def dialect_for_records(records: Iterable[Any]) -> Dialect | None:
+    """The one dialect a log's records fit, for a log whose header was lost: what tells the
+    dialects apart is the replace op's keys and the event types only one of them knows.
+    None when nothing tells them apart, or the records contradict each other."""
+    possible = {d.name for d in DIALECTS}
+    everyone = len(DIALECTS)
+    evidence = False
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        kind = record.get("type")
+        knowing = {d.name for d in DIALECTS if kind in d.known_event_types}
+        op = record.get("surfaceOp")
+        fitting = {d.name for d in DIALECTS if d.op_range(op) is not None} if isinstance(op, dict) else set()
+        for names in (knowing, fitting):
+            if 0 < len(names) < everyone:  # shared types and ops, or unknown ones, tell nothing
+                possible &= names
+                evidence = True
+        if not possible:
+            return None
+    return dialect_named(possible.pop()) if evidence and len(possible) == 1 else None

@@ -39,7 +39,7 @@ def config(policy: dict | None = None) -> EngineConfig:
     # the builders' turns are a few hundred tokens: compress them (the policy has its own
     # tests), one worker per turn of the backlog, one at a time (batching and concurrent jobs
     # have their own tests)
-    turns = {"minTurnTokens": 0, "batchTurns": 1, "concurrentJobs": 1, **(policy or {}).get("turns", {})}
+    turns = {"minTurnTokens": 0, "batchTurns": 1, "concurrentJobs": 1, "maxParts": 1, **(policy or {}).get("turns", {})}
     return EngineConfig.model_validate({**(policy or {}), "turns": turns})
 
 class HostEngine(fake_host.HostEngine):

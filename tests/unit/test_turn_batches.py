@@ -28,7 +28,8 @@ TURNS = 3
 
 def config(**turns) -> EngineConfig:
     # the builders' turns are a few hundred tokens: compress them (the policy has its own tests)
-    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, **turns}})
+    # one worker per job: gated workers would read as slow ones and split turns (tests/unit/test_turn_split.py)
+    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "maxParts": 1, **turns}})
 
 
 def backlog_host(dialect=RC8, shapes: list[Shape] | None = None) -> FakeHost:

@@ -26,7 +26,8 @@ FINISH = ("finish_turn_compression", {})
 
 def config(**turns) -> EngineConfig:
     # the builders' turns are a few hundred tokens: compress them (the policy has its own tests)
-    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, **turns}})
+    # one worker per turn: gated workers would read as slow ones and split turns (tests/unit/test_turn_split.py)
+    return EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "maxParts": 1, **turns}})
 
 
 def one_turn_host(dialect=RC8, shape: Shape | None = None) -> FakeHost:

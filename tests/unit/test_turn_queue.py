@@ -147,7 +147,7 @@ def test_workers_run_in_parallel_and_landings_stay_serial_and_in_turn_order():
     """Three turns compress at once; the workers finish 3, then 2, then 1; nothing lands past a
     turn that is not ready, and then one pre-step lands all three, oldest first."""
     host = backlog_host(pressure=False)
-    cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "batchTurns": 1, "concurrentJobs": 3}})
+    cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": 0, "batchTurns": 1, "concurrentJobs": 3, "maxParts": 1}})
     engine = HostEngine(host, cfg)
     workers = Workers(host, engine, gated={1, 2, 3})
 

@@ -107,3 +107,21 @@ def test_a_slow_session_splits_a_long_turn_between_parallel_workers_that_land_it
     assert log.reload_problems == []
     written, seconds = turns.pace
     assert written > 100 and seconds > 100.0  # this job's writing and worker time joined the measure
+
+
+def test_before_a_worker_ran_the_speed_is_the_sessions_own_model_over_its_recent_steps():
+    events = [
+        {"seq": 0, "type": "turn/start", "time": 0, "data": {"turn": 1}},
+        {"seq": 1, "type": "step/start", "time": 1000, "data": {"turn": 1, "step": 1}},
+        {"seq": 2, "type": "assistant/message", "time": 3000, "surfaceOp": "append", "data": {"turn": 1, "step": 1}},
+        {"seq": 3, "type": "step/start", "time": 4000, "data": {"turn": 1, "step": 2}},
+        # a landing's appended copy in no step of its own is not the model's work
+        {"seq": 4, "type": "assistant/message", "time": 4500, "surfaceOp": "append", "data": {"turn": 9, "step": 9}},
+        {"seq": 5, "type": "assistant/message", "time": 6000, "surfaceOp": "append", "data": {"turn": 1, "step": 2}},
+        {"seq": 6, "type": "turn/end", "time": 6500, "data": {"turn": 1}},
+    ]
+    price = {2: 100, 4: 5000, 5: 200}.get
+    assert split.model_speed(events, price) == pytest.approx(300 / 4)  # 300 tokens over 2 s + 2 s
+    assert split.model_speed(events, price, recent=1) == pytest.approx(200 / 2)  # the newest step only
+    assert split.model_speed(events[:2], price) is None
+    assert split.turn_duration(events, 1) == 6.5 and split.turn_duration(events, 2) is None

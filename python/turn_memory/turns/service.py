@@ -142,12 +142,15 @@ class SessionTurns:
         raw, kept = self.kept
         share = kept / raw if raw else eligibility.KEEP_PRIOR
         written, seconds = self.pace
-        parts = split.parts_needed(share * max(0, facts.tokens - facts.fixed), written / seconds if seconds else None,
-                                   split.turn_seconds(self.turn_ends), self.config.turns.maxParts)
+        # the workers' own speed once one finished; before, the session's model's (a fork runs on its route)
+        speed = written / seconds if seconds else split.model_speed(job.session.log.events, job.session.log.price)
+        # the session's pace: the gap between its turn ends, or before two ended, this turn's own length
+        pace = split.turn_seconds(self.turn_ends) or split.turn_duration(job.session.log.events, job.turn)
+        parts = split.parts_needed(share * max(0, facts.tokens - facts.fixed), speed, pace, self.config.turns.maxParts)
         if parts > 1:
-            log.info("session %s turn %d: ~%d tokens to write at ~%.0f tokens/s per worker, turns ~%.0fs apart: "
-                     "%d workers", self.id, job.turn, share * (facts.tokens - facts.fixed), written / seconds,
-                     split.turn_seconds(self.turn_ends) or 0, parts)
+            log.info("session %s turn %d: ~%d tokens to write at ~%.0f tokens/s per worker (%s), turns ~%.0fs apart: "
+                     "%d workers", self.id, job.turn, share * (facts.tokens - facts.fixed), speed or 0,
+                     "its workers so far" if seconds else "the session's model", pace or 0, parts)
         return parts
 
     def stop(self, turn: int, reason: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from turn_memory.turns.nodes import OriginalNode
 
@@ -54,12 +54,44 @@ def split(originals: Sequence[OriginalNode], sizes: Sequence[int], parts: int) -
     return list(zip(starts, ends))
 
 
+def model_speed(events: Sequence[dict[str, Any]], price: Callable[[int], int | None], recent: int = 20) -> float | None:
+    """Tokens per second the session's own model wrote over its `recent` last agent steps (what
+    their assistant messages hold, over the time from each step's start): how fast a forked
+    worker on the same route writes, before any worker of the session has been measured."""
+    answered: dict[tuple[Any, Any], tuple[float, int]] = {}
+    tokens = seconds = 0.0
+    steps = 0
+    for event in reversed(events):  # newest first; a step's start comes before its answer
+        if steps >= recent:
+            break
+        data = event.get("data") or {}
+        key, when = (data.get("turn"), data.get("step")), event.get("time")
+        if not isinstance(when, (int, float)):
+            continue
+        if event["type"] == "assistant/message" and event.get("surfaceOp") == "append":
+            answered[key] = (when, price(event["seq"]) or 0)
+        elif event["type"] == "step/start" and key in answered:
+            end, size = answered.pop(key)
+            tokens, seconds, steps = tokens + size, seconds + max(0.0, (end - when) / 1000), steps + 1
+    return tokens / seconds if steps and seconds > 0 else None
+
+
 def parts_needed(write_tokens: float, speed: float | None, turn_seconds: float | None, cap: int) -> int:
     """Workers one turn needs so that its rewrite is ready within one turn's time: 1 until the
     session measured both how fast its workers write (tokens/s) and how long its turns take."""
     if not speed or not turn_seconds or speed <= 0 or turn_seconds <= 0:
         return 1
     return max(1, min(cap, math.ceil(write_tokens / speed / turn_seconds)))
+
+
+def turn_duration(events: Sequence[dict[str, Any]], turn: int) -> float | None:
+    """Seconds from turn `turn`'s start to its end (the session's pace before two turns ended)."""
+    times = {e["type"]: e.get("time") for e in events
+             if e["type"] in ("turn/start", "turn/end") and (e.get("data") or {}).get("turn") == turn}
+    start, end = times.get("turn/start"), times.get("turn/end")
+    if isinstance(start, (int, float)) and isinstance(end, (int, float)) and end > start:
+        return (end - start) / 1000
+    return None
 
 
 def turn_seconds(turn_ends: Sequence[float], recent: int = 5) -> float | None:

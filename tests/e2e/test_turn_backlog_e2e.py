@@ -34,17 +34,30 @@ def worker_turn(request) -> int:
 
 
 def fold(request) -> dict:
-    """One worker request: fold each turn's catalog into user + assistant, then finish."""
-    ids = re.findall(r"^- ((?:t\d+\.)?n\d+) ", request.last_user_text, re.M)
-    by_turn: dict[int, list[str]] = {}
-    for node in ids:
-        turn = int(node[1:node.index(".")]) if node.startswith("t") else worker_turn(request)
+    """One worker request: rewrite each turn of its catalog, then finish. Where the assistant
+    nodes are fixed (0.2's default) its user nodes become one and each tool result a short one,
+    in place; else the whole turn folds into user + assistant."""
+    nodes = re.findall(r"^- ((?:t\d+\.)?n\d+) · (\w+) · [^·]+ · (\w+) · ", request.last_user_text, re.M)
+    by_turn: dict[int, list[tuple[str, str, str]]] = {}
+    for node in nodes:
+        node_id = node[0]
+        turn = int(node_id[1:node_id.index(".")]) if node_id.startswith("t") else worker_turn(request)
         by_turn.setdefault(turn, []).append(node)
-    return {"tool_calls": [
-        *({"name": "replace_turn_nodes", "arguments": {"from": nodes[0], "to": nodes[-1], "nodes": [
-            {"role": "user", "content": f"COMPRESSED-USER of turn {turn}."},
-            {"role": "assistant", "content": f"COMPRESSED-ASSISTANT of turn {turn}."}]}} for turn, nodes in by_turn.items()),
-        {"name": "finish_turn_compression", "arguments": {}}]}
+    calls = []
+    for turn, turn_nodes in by_turn.items():
+        if not any(state == "fixed" for _, _, state in turn_nodes):
+            calls.append({"name": "replace_turn_nodes", "arguments": {
+                "from": turn_nodes[0][0], "to": turn_nodes[-1][0], "nodes": [
+                    {"role": "user", "content": f"COMPRESSED-USER of turn {turn}."},
+                    {"role": "assistant", "content": f"COMPRESSED-ASSISTANT of turn {turn}."}]}})
+            continue
+        users = [node_id for node_id, role, _ in turn_nodes[:next(i for i, n in enumerate(turn_nodes) if n[1] != "user")]]
+        calls.append({"name": "replace_turn_nodes", "arguments": {"from": users[0], "to": users[-1], "nodes": [
+            {"role": "user", "content": f"COMPRESSED-USER of turn {turn}."}]}})
+        calls += [{"name": "replace_turn_nodes", "arguments": {"from": node_id, "nodes": [
+            {"role": "tool", "content": f"COMPRESSED-RESULT of turn {turn}."}]}}
+            for node_id, role, _ in turn_nodes if role == "tool"]
+    return {"tool_calls": [*calls, {"name": "finish_turn_compression", "arguments": {}}]}
 
 
 def tool_turn(fake, k: int) -> str:
@@ -72,8 +85,10 @@ def step_waits(run) -> tuple[int, int, int]:
 
 
 def carries_compressed(request, turns) -> bool:
+    """Each turn arrives compressed (either form of `fold`) and its raw tool result is gone."""
     text = "\n".join(text_of(m) for m in request.messages)
-    return all(f"COMPRESSED-ASSISTANT of turn {k}." in text and f"probe-{k}" not in text for k in turns)
+    results = "\n".join(text_of(m) for m in request.messages if m["role"] == "tool")
+    return all(f"COMPRESSED-USER of turn {k}." in text and f"probe-{k}" not in results for k in turns)
 
 
 def test_engine_killed_during_a_worker_no_step_stalls_and_every_turn_lands_once(home, fake, tmp_path):

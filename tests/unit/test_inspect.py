@@ -300,8 +300,8 @@ def test_json_output_schema_and_exit_status(tmp_path, capsys):
     assert report["schema"] == SCHEMA and report["session"]["id"] == "s-1"
     assert set(report) == {"schema", "log", "session", "whole", "damage", "inconsistencies", "problem_counts",
                            "events_by_type", "turns", "checkpoints", "compactions", "surface", "before", "savings"}
-    assert set(report["turns"][0]) == {"turn", "complete", "state", "phase", "before", "after", "current", "markers",
-                                       "shadowed_by"}
+    assert set(report["turns"][0]) == {"turn", "complete", "state", "phase", "landing", "before", "after", "current",
+                                       "markers", "shadowed_by"}
     # a session directory works as well as the file, and the text view names the verdict
     assert main(["inspect", str(path.parent)]) == 0
     assert "log: whole" in capsys.readouterr().out

@@ -18,6 +18,8 @@ from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes, turns_to_recover
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.service import TurnService
+from turn_memory.inspection.report import inspect_log
+from test_inspect import write_plain
 
 FOLD = ("replace_turn_nodes", {"from": "n1", "to": "n5", "nodes": [
     {"role": "user", "content": "Fix the parser."}, {"role": "assistant", "content": "Fixed parse() on empty input."}]})
@@ -92,7 +94,7 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
     assert SessionLog(dialect, host.log.events).reload_problems == []  # still reloads
 
 
-def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoint():
+def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoint(tmp_path):
     """Past the next turn's first step the landed turn is no longer the surface tail, and no
     step may hold an appended assistant: with `turns.shapeWaitTurns` 0 it lands at once, as
     one user checkpoint (mode 4)."""
@@ -115,13 +117,15 @@ def test_v02_a_turn_ready_only_after_the_next_turn_started_lands_as_one_checkpoi
     assert [host.log.message_of(s)["role"] for s in nodes] == ["user"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
     assert SessionLog(V02, host.log.events).reload_problems == []
+    report = inspect_log(write_plain(tmp_path / "session.v4.jsonl", host.log.events, V02))
+    assert [(t["turn"], t["landing"]) for t in report["turns"]][0] == (1, "flattened")
 
 
 IN_PLACE = [("replace_turn_nodes", {"from": "n1", "to": "n2", "nodes": [{"role": "user", "content": "Fix the parser."}]}),
             ("replace_turn_nodes", {"from": "n4", "nodes": [{"role": "tool", "content": "a.txt b.txt"}]}), FINISH]
 
 
-def test_v02_a_turn_ready_turns_later_lands_in_place_keeping_its_assistants_and_its_shape():
+def test_v02_a_turn_ready_turns_later_lands_in_place_keeping_its_assistants_and_its_shape(tmp_path):
     """The default on 0.2 (`turns.assistantNodes` auto): the worker leaves the assistant nodes
     as they are, so a compression that is ready only after the next turn ran (the turn is no
     longer the surface tail) lands node by node where it stands: user, assistant, tool,
@@ -154,7 +158,13 @@ def test_v02_a_turn_ready_turns_later_lands_in_place_keeping_its_assistants_and_
     landing = [e for e in host.log.events if e["seq"] >= nodes[0] and e["type"] != "step/start"]  # the loop's next step
     assert [(e["type"], e.get("surfaceOp") == "append") for e in landing] == [("user/message", False),
                                                                               ("tool/result", False)]
-    assert SessionLog(V02, host.log.events).reload_problems == []
+    log = SessionLog(V02, host.log.events)
+    assert log.reload_problems == []
+    # the kept assistant's raw reasoning is by design: neither a restart nor inspect takes it for a stale landing
+    assert host.log.events[nodes[0]]["data"]["source"]["keptAssistants"] is True
+    assert turns_to_recover(log) == [2]  # turn 2 had no worker script: pending; turn 1 is done
+    report = inspect_log(write_plain(tmp_path / "session.v4.jsonl", host.log.events, V02))
+    assert [(t["turn"], t["state"], t["landing"]) for t in report["turns"]][0] == (1, "compressed", "in-place")
 
 
 def fold(turn: int) -> tuple[str, dict]:
@@ -185,7 +195,7 @@ def compression_markers(events) -> list[tuple[str, int]]:
     return [m for e in events if (m := marker_of(e)) is not None and m[0] == "compression"]
 
 
-def test_v02_turns_ready_by_a_turns_start_land_as_one_block_each_keeping_its_shape():
+def test_v02_turns_ready_by_a_turns_start_land_as_one_block_each_keeping_its_shape(tmp_path):
     """Turn 1's worker is slow, turn 2's fast: by turn 3's first request both are ready and
     reach the surface tail together, so they land as one plan inside that step (one cache
     break), each as user + assistant, and recovery finds nothing to redo."""
@@ -210,6 +220,8 @@ def test_v02_turns_ready_by_a_turns_start_land_as_one_block_each_keeping_its_sha
     assert sum(1 for plan in host.applied if compression_markers(plan)) == 1
     assert turns_to_recover(host.log) == []
     assert SessionLog(V02, host.log.events).reload_problems == []
+    report = inspect_log(write_plain(tmp_path / "session.v4.jsonl", host.log.events, V02))
+    assert [(t["turn"], t["landing"]) for t in report["turns"]][:2] == [(1, "tail"), (2, "tail")]
 
 
 def test_v02_a_ready_turn_waits_for_the_next_turns_start_to_land_with_the_turn_after_it():

@@ -194,6 +194,8 @@ class TurnIndex:
         #: turns with a `pending` / `compression` marker anywhere in the log
         self.pending: set[int] = set()
         self.landed: set[int] = set()
+        #: landed turns whose workers left the assistant nodes as they were (0.2): raw reasoning by design
+        self.kept_assistants: set[int] = set()
         self.latest_turn = 0
         self.open_turn: int | None = None
         #: (turn, step) of the step open at the end of the log
@@ -232,6 +234,9 @@ class TurnIndex:
             self.latest_end_seed = event["seq"]
         elif kind == "user/message" and (mark := marker_of(event)) is not None:
             (self.pending if mark[0] == "pending" else self.landed).add(mark[1])
+            if mark[0] == "compression":
+                kept = (event["data"].get("source") or {}).get("keptAssistants") is True
+                (self.kept_assistants.add if kept else self.kept_assistants.discard)(mark[1])
         origin = self._origin.feed(event)
         if origin is None:
             return

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from turn_memory.host.dialect import Dialect
-from turn_memory.host.markers import is_own_source
+from turn_memory.host.markers import COMPRESSED_TURN, is_own_source
 from turn_memory.host.surface import project_message
 from turn_memory.host.tokens import ROLE_OVERHEAD, estimate_content
 from turn_memory.host.turn_index import OriginFold, UnitKey, has_reasoning
@@ -50,6 +50,11 @@ class Marker:
     copy: bool
     #: replacements of the turn after this marker (a landing writes its marker first)
     rewrites: int = 0
+    #: how the landing sits (`host.landing_forms`): in-place, tail (assistants appended after
+    #: it) or flattened (one user message for the turn)
+    form: str = "in-place"
+    #: the workers left the assistant nodes as they were (0.2): their raw reasoning stays by design
+    kept_assistants: bool = False
 
     @property
     def kind(self) -> str:
@@ -260,6 +265,13 @@ class Fold:
             if self._origin.landed:
                 if type(unit) is TurnStats:
                     self._rewrote(unit)
+                    if kind == "assistant/message" and unit.markers:
+                        unit.markers[-1].form = "tail"
+                    marker = _marker(source)
+                    if marker is not None and marker[0] == "compression":  # a later turn of a tail block
+                        assert type(source) is dict  # a marker is a source
+                        unit.markers.append(Marker("compression", seq, False, form="tail",
+                                                   kept_assistants=source.get("keptAssistants") is True))
             elif unit is not self.loose:
                 # the agent's own output; a user message citing earlier events is a restated
                 # copy (a snapshot kept across a landing), not new history
@@ -302,7 +314,10 @@ class Fold:
             if marker is not None:
                 stats = self.turns.get(marker[1])
                 if stats is not None:
-                    stats.markers.append(Marker(marker[0], seq, copy))
+                    assert type(source) is dict  # a marker is a source
+                    stats.markers.append(Marker(marker[0], seq, copy,
+                                                form="flattened" if source.get("form") == COMPRESSED_TURN else "in-place",
+                                                kept_assistants=source.get("keptAssistants") is True))
             if not copy and type(unit) is TurnStats:
                 self._rewrote(unit)
         self._origin.forget(shadowed)

@@ -98,7 +98,8 @@ def _state(t: TurnStats) -> str:
     phase = _phase(t)
     if phase is None:
         return "untouched" if t.complete else "open"
-    if phase is not Phase.PENDING and t.reasoning_nodes > 0 and t.shadowed_by is None:
+    kept = bool(t.markers) and t.markers[-1].kept_assistants  # its reasoning stays by design
+    if phase is not Phase.PENDING and t.reasoning_nodes > 0 and t.shadowed_by is None and not kept:
         return "stale"
     return _STATE_OF[phase]
 
@@ -106,7 +107,10 @@ def _state(t: TurnStats) -> str:
 def _turn(t: TurnStats) -> dict[str, Any]:
     after = t.folded if t.folded is not None else (t.nodes, t.tokens)
     phase = _phase(t)
+    last = t.markers[-1] if t.markers else None
+    landing = last.form if last is not None and last.kind == "compression" else None
     return {"turn": t.turn, "complete": t.complete, "state": _state(t), "phase": phase.value if phase else None,
+            "landing": landing,
             "before": _size(t.raw_nodes, t.raw_tokens), "after": _size(*after), "current": _size(t.nodes, t.tokens),
             "markers": [{"kind": m.kind, "seq": m.seq} for m in t.markers], "shadowed_by": t.shadowed_by}
 
@@ -173,8 +177,9 @@ def print_report(report: dict[str, Any], out: Any) -> None:
         before, after = t["before"], t["after"]
         markers = " ".join(f"{m['kind']}@{m['seq']}" for m in t["markers"])
         folded = f"  folded into checkpoint @{t['shadowed_by']}" if t["shadowed_by"] is not None else ""
+        landing = f" (landed {t['landing']})" if t["landing"] else ""
         out.say(f"  {t['turn']:>6}  {before['nodes']:>5} nodes ~{before['tokens']:>8,} tok  "
-                f"{after['nodes']:>4} nodes ~{after['tokens']:>8,} tok  {t['state']:<10} {markers}{folded}")
+                f"{after['nodes']:>4} nodes ~{after['tokens']:>8,} tok  {t['state']:<10} {markers}{landing}{folded}")
     for c in report["checkpoints"]:
         sh = c["shadowed"]
         turns_text = f"turns {sh['turns'][0]}-{sh['turns'][1]}, " if sh["turns"] else ""

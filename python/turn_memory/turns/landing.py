@@ -61,6 +61,9 @@ class LandingContext:
     open_step: int | None = None
     #: events appended before this plan (a turn/step opening planned ahead of the landing)
     ahead: int = 0
+    #: the workers left the assistant nodes as they were: the marker says so (recovery and
+    #: inspect then take their raw reasoning as by design, not as a stale landing)
+    kept_assistants: bool = False
 
 
 def keeps_assistants(dialect: Dialect, setting: str) -> bool:
@@ -103,7 +106,8 @@ def _cites(node: WorkingNode, positions: list[int]) -> list[int]:
 
 def _marker(dialect: Dialect, ctx: LandingContext, phase: Phase = "compression") -> dict[str, Any]:
     return marker_source(dialect, phase, ctx.turn, workers=ctx.workers,
-                         **({"workerModes": list(ctx.modes)} if ctx.modes else {}))
+                         **({"workerModes": list(ctx.modes)} if ctx.modes else {}),
+                         **({"keptAssistants": True} if ctx.kept_assistants else {}))
 
 
 def pending_plan(log: SessionLog, first_seq: int, turn: int) -> Plan:

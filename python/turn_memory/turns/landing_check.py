@@ -29,7 +29,7 @@ log = logging.getLogger("turn_memory.turns")
 def context(turn: int, compression: Compression, open_turn: int | None, open_step: int | None = None,
             ahead: int = 0) -> LandingContext:
     return LandingContext(turn, open_turn, len(compression.workers), tuple(compression.modes), open_step=open_step,
-                          ahead=ahead)
+                          ahead=ahead, kept_assistants=compression.editor.keep_assistants)
 
 
 def plan_into(log_: SessionLog, turn: int, compression: Compression, open_turn: int, open_step: int | None) -> Plan:

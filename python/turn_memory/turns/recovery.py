@@ -4,7 +4,8 @@ Pure.
 - Turns with a `pending` marker and no `compression` marker anywhere in the log were cut
   off between turn/end and landing: redo them.
 - A `compression` marker whose turn still shows raw reasoning on the surface is a stale
-  no-op from a reasoning-unaware version: redo it too.
+  no-op from a reasoning-unaware version: redo it too, unless the marker says its workers
+  kept the assistant nodes (`keptAssistants`, 0.2's default), whose reasoning stays by design.
 - A turn that ended with a hand-off still awaiting its automatic continuation is
   redone when it has not landed: the follow-up waits for that landing.
 - Marker-free turns are never backfilled: they predate the plugin (or were never ours) —
@@ -37,5 +38,5 @@ def turns_to_recover(log: SessionLog, live_from: int | None = None,
     if live_from is not None:
         redo.update(t for t in index.ended_since(live_from) if t not in landed)
     redo.update(r.turn for r in continuations.awaiting() if r.turn not in landed)
-    redo.update(t for t in landed if t in completed and index.has_raw_reasoning(t))
+    redo.update(t for t in landed if t in completed and index.has_raw_reasoning(t) and t not in index.kept_assistants)
     return sorted(redo)

@@ -128,6 +128,12 @@ class TurnConfig(_Section):
         "(rc.8 replaces them in place; a 0.2 host can only append an assistant at the session's end, so there such "
         "a turn keeps its shape only if it still ends the surface when it lands, else it lands as one user "
         "message); `auto`: `rewrite` on rc.8, `keep` on 0.2"))
+    failingRequests: int = Field(40, ge=1, description=(
+        "worker model requests a session may spend while no compression finishes (every job together, "
+        "however many run at once); then it stops compressing, says so once, and leaves its turns raw until "
+        "`/compact`, a config change or a new DSH process"))
+    failingJobs: int = Field(3, ge=1, description=(
+        "compressions in a row that gave up before a session stops compressing (as `turns.failingRequests`)"))
     maxParts: int = Field(4, ge=1, le=16, description=(
         "at most this many workers rewrite one turn at once, each a part of it (whole steps), when one worker "
         "would not finish within the time the session's turns take (from the speed its workers wrote at so far); "

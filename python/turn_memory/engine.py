@@ -179,6 +179,7 @@ class Engine:
         from turn_memory.compaction.manual import compact_now
 
         session = self._session(params.sessionId)
+        self.turns.resume(session.id, "/compact")  # the person asked for memory: let the workers try again
         return _answered(compact_now(self._scope(session, peer, params.agentOptions), params.sourceCommandId))
 
     def _compact_region(self, peer: Peer, params: CompactRegionParams, payload: bytes | None) -> Any:
@@ -224,7 +225,7 @@ class Engine:
         withhold = self.followups.withheld(session, params.turn, params.step, at_request)
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
                                        for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
-                             withhold=withhold)
+                             withhold=withhold, notice=self.turns.notice(session.id))
 
     async def _at_request(self, params: RequestParams) -> RequestResult:
         session = self.mirror.get(params.sessionId)

@@ -56,6 +56,11 @@ export async function preStep(tm, { agent, turn, step, signal }, next) {
       tm.publicTools.setContexts(agent, answer?.contexts);
       if (answer?.landAtRequest) tm.atRequest.set(agent, `${turn}:${step}`);
       withhold = answer?.withhold ?? [];
+      if (answer?.notice) {
+        // once per cause (the engine says it once): DSH keeps plugin logs in memory only
+        tm.ctx.logger.warn(answer.notice);
+        process.stderr.write(`${answer.notice}\n`);
+      }
     } catch (error) {
       tm.ctx.logger.warn(`turn-memory pre-step skipped: ${error.message}`);
     }

@@ -152,7 +152,7 @@ def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
     nodes, before = list(host.log.nodes), len(host.log)
     progress = WorkerScript([("replace_session_memory", {"expected_revision": 0, "from": "P1",
                                                          "nodes": [{"role": "user", "content": "something"}]})])
-    junk = WorkerScript([("replace_session_memory", "{broken")] * 40)
+    junk = WorkerScript([("replace_session_memory", f"{{broken {k}") for k in range(40)])  # never the same call twice
     reader = WorkerScript([("read_session_memory", {})])
     never = WorkerScript([FINISH])
     with pytest.raises(CompactionFailed) as excinfo:

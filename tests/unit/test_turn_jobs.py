@@ -321,8 +321,9 @@ def test_the_fixed_instructions_are_the_workers_system_prompt_and_the_task_holds
 
 
 def test_workers_without_progress_exhaust_the_budget_and_the_turn_stays_raw():
-    host, service, cfg = one_turn_host(), EngineHarness().turns, config(workerAttempts=2)
-    junk = [("replace_turn_nodes", "{broken json")] * 30
+    # the session's own allowance out of the way: this is about one job's bounds (tests/unit/test_turn_breaker.py)
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(workerAttempts=2, failingRequests=1000)
+    junk = [("replace_turn_nodes", f"{{broken json {k}") for k in range(30)]  # never the same call twice
     scripts = [WorkerScript(junk), WorkerScript(junk), WorkerScript(junk)]
     started = attach_workers(host, service, list(scripts))
     raw = None

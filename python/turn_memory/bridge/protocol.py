@@ -207,6 +207,8 @@ class PreStepResult(_Model):
     #: hand-off turn did not land compressed): the shim drops them from the step's input, and a
     #: first step left with nothing else ends the turn before any request
     withhold: list[str] = Field(default_factory=list)
+    #: one plain line for DSH's output (the shim warns with it once), e.g. that compression stopped
+    notice: str | None = None
 
 
 class RequestParams(_Model):

@@ -18,7 +18,9 @@ workers' persona and tools, how they are named and logged) and in what they work
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -74,6 +76,26 @@ class Bound(Enum):
     REQUESTS = "requests"
     DEADLINE = "deadline"
     PROMPT = "prompt"
+    #: the session's allowance for workers that do not finish is spent (`turns.breaker`)
+    SESSION = "session"
+
+
+class Allowance(Protocol):
+    """What the session lets a starting worker spend (`turns.breaker.Breaker`)."""
+
+    def grant(self, want: int) -> int | None:
+        """Requests the worker may make; 0: none; None: ask again once a running worker ended."""
+        ...
+
+    def used(self, granted: int, requests: int) -> None:
+        """The worker ended after `requests` of its `granted`."""
+        ...
+
+
+#: the same call with the same answer this many times in one worker is no progress: it is stopped
+REPEATS = 3
+#: how often a worker waiting for the session's allowance asks again
+ALLOWANCE_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -153,11 +175,16 @@ class WorkerRun:
     _finished: bool = False
     #: working-surface shapes a finish was refused on: restating one is no progress
     _refused: set[Hashable] = field(default_factory=set)
+    #: the session's allowance for its workers (None: only the job's own bounds)
+    allowance: Allowance | None = None
+    #: the current worker's calls and answers, counted: a worker repeating one is stopped
+    _calls: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, session: MirroredSession, port: HostPort, job_id: str, spec: RunSpec) -> "WorkerRun":
+    def start(cls, session: MirroredSession, port: HostPort, job_id: str, spec: RunSpec,
+              allowance: Allowance | None = None) -> "WorkerRun":
         """The job's run, its wall-clock bound starting now."""
-        return cls(session, port, job_id, spec, time.monotonic() + spec.bounds.jobTimeoutS)
+        return cls(session, port, job_id, spec, time.monotonic() + spec.bounds.jobTimeoutS, allowance=allowance)
 
     async def until_finished(self, task: WorkerTask) -> GaveUp | None:
         """Run workers on `task` until one's finish is accepted (None) or a bound is reached."""
@@ -178,6 +205,11 @@ class WorkerRun:
             if left <= 0:
                 return GaveUp(Bound.DEADLINE, f"{bounds.jobTimeoutS:.0f}s, the {spec.job_noun}'s wall-clock budget "
                                               f"({spec.section}.jobTimeoutS)")
+            want = min(bounds.maxWorkerRequests, budget)
+            granted = await self._granted(want)
+            if granted <= 0:
+                return GaveUp(Bound.SESSION, "the session stopped compressing: its workers keep failing "
+                                             f"({spec.section}.failingRequests, {spec.section}.failingJobs)")
             mode: Mode = "fork" if started == 0 else "spawn"
             started += 1
             worker_id = f"{spec.worker_prefix}{next(_worker_ids)}"
@@ -188,14 +220,17 @@ class WorkerRun:
             except PromptError as exc:
                 spec.log.error("%s: prompt failed: %s", task.where, exc)
                 return GaveUp(Bound.PROMPT, f"the prompt failed: {exc}")
-            self.current = worker_id
+            self.current, self._calls = worker_id, {}
+            used = granted  # a worker whose run failed counts as its whole allowance
             try:
                 outcome, used = await run_worker(self.port, WorkerRunParams(
                     sessionId=self.session.id, jobId=self.job_id, workerId=worker_id, mode=mode, prompt=prompt,
-                    persona=spec.persona, tools=spec.tools, maxRequests=min(bounds.maxWorkerRequests, budget),
+                    persona=spec.persona, tools=spec.tools, maxRequests=granted,
                     label=task.label), min(bounds.workerTimeoutS, left))
             finally:
                 self.current = None
+                if self.allowance is not None:
+                    self.allowance.used(granted, used)
             self.requests += used
             if self._finished:
                 return None
@@ -207,6 +242,17 @@ class WorkerRun:
                           _stop(outcome), "it made progress, continuing" if progressed else
                           f"no progress ({no_progress}/{bounds.workerAttempts})")
 
+    async def _granted(self, want: int) -> int:
+        """What the session's allowance lets the next worker make, waiting (polled, within the
+        job's deadline) while its running workers hold all of it."""
+        if self.allowance is None:
+            return want
+        while (granted := self.allowance.grant(want)) is None:
+            if time.monotonic() >= self.deadline:
+                return 0
+            await asyncio.sleep(ALLOWANCE_POLL_S)
+        return granted
+
     def tool_call(self, worker_id: str, name: str, args: Any) -> ToolResult:
         """A worker's tool call: answered only for the worker running now, until its finish."""
         task = self._task
@@ -217,8 +263,20 @@ class WorkerRun:
         except ToolError as exc:
             if name == task.finish:
                 self._refused.add(task.shape())
-            return ToolResult(str(exc), is_error=True)
+            return self._unless_repeated(name, args, ToolResult(str(exc), is_error=True))
         if name == task.finish:
             self._finished = True
             return ToolResult(text, conclude=True)
-        return ToolResult(text)
+        return self._unless_repeated(name, args, ToolResult(text))
+
+    def _unless_repeated(self, name: str, args: Any, result: ToolResult) -> ToolResult:
+        """`result`, unless the worker made this call and got this answer `REPEATS` times: then
+        it is stopped (no progress: the next worker starts from the working surface as it is)."""
+        key = (name, json.dumps(args, sort_keys=True, default=str), result.text)
+        self._calls[key] = count = self._calls.get(key, 0) + 1
+        if count < REPEATS:
+            return result
+        self.spec.log.info("%s: worker %s repeated %s with the same answer %d times; stopped", self.job_id,
+                           self.current, name, count)
+        return ToolResult(f"You made this same call {count} times and got the same answer; it will not change. "
+                          "This worker stops here.", is_error=True, conclude=True)

@@ -18,7 +18,7 @@ from turn_memory.bridge.protocol import ToolResult
 from turn_memory.config import TurnConfig
 from turn_memory.host.reasoning import Hint
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime.worker_run import GaveUp, Mode, RunSpec, WorkerRun
+from turn_memory.runtime.worker_run import Allowance, GaveUp, Mode, RunSpec, WorkerRun
 from turn_memory.turns import prompt as worker_prompt
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.tools import FINISH, BatchTools, WorkerTools
@@ -46,13 +46,13 @@ class BatchRun:
 
     @classmethod
     def start(cls, session: MirroredSession, port: HostPort, job_id: str, config: TurnConfig,
-              turns: Sequence[tuple[TurnNodeEditor, list[Hint]]]) -> "BatchRun":
+              turns: Sequence[tuple[TurnNodeEditor, list[Hint]]], allowance: Allowance | None = None) -> "BatchRun":
         """The run over `turns` (each turn's editor and hints), its bounds starting now."""
         editors = [editor for editor, _ in turns]
         tools: WorkerTools | BatchTools = WorkerTools(editors[0], config.readLimitChars) if len(editors) == 1 else \
             BatchTools({e.turn: WorkerTools(e, config.readLimitChars) for e in editors})
         return cls(session.id, editors, [h for _, hints in turns for h in hints], tools,
-                   WorkerRun.start(session, port, job_id, run_spec(config)))
+                   WorkerRun.start(session, port, job_id, run_spec(config), allowance))
 
     @property
     def turns(self) -> list[int]:

@@ -39,6 +39,7 @@ from turn_memory.host.reasoning import Hint
 from turn_memory.host.tokens import estimate_text
 from turn_memory.runtime.interfaces import LandingOutcome
 from turn_memory.runtime.mirror import MirroredSession
+from turn_memory.runtime.worker_run import Allowance
 from turn_memory.turns import landing_check, sidecar, split
 from turn_memory.turns.batch_run import BatchRun
 from turn_memory.turns.compression import Compression, surface_positions
@@ -86,6 +87,8 @@ class TurnJob:
     parts: int = 1
     #: (tokens the workers wrote, seconds of worker time) once they finished: the session's worker speed
     pace: tuple[int, float] | None = None
+    #: what the session lets its workers spend (`turns.breaker`; set at dispatch)
+    allowance: Allowance | None = None
     _started: float = 0.0
     #: replaced at every move: whoever waits for a phase wakes and looks again
     _moved: asyncio.Event = field(default_factory=asyncio.Event)
@@ -268,8 +271,10 @@ class TurnJob:
             if len(scopes) > 1:
                 log.info("%s: %d workers at once, one per part (positions %s)", job.where, len(scopes),
                          ", ".join(f"{a + 1}-{b + 1}" for a, b in scopes))
-                return SplitRun.start(job.session, job.port, job.job_id, job.config, c.editor, job.hints, scopes)
-        return BatchRun.start(self.session, self.port, self.job_id, self.config, [(c.editor, job.hints) for job, c in work])
+                return SplitRun.start(job.session, job.port, job.job_id, job.config, c.editor, job.hints, scopes,
+                                      self.allowance)
+        return BatchRun.start(self.session, self.port, self.job_id, self.config, [(c.editor, job.hints) for job, c in work],
+                              self.allowance)
 
     async def _setup(self) -> tuple[list[int], list[OriginalNode]] | None:
         """The turn's positions and original nodes, its hints taken, when it needs a worker;

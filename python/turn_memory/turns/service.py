@@ -30,6 +30,7 @@ from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns import eligibility, landing_check, split
+from turn_memory.turns.breaker import Breaker
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.landing import keeps_assistants
 from turn_memory.turns.lifecycle import Phase
@@ -65,6 +66,8 @@ class SessionTurns:
         #: of worker time) over its finished jobs: its pace and its workers' speed (`turns.split`)
         self.turn_ends: list[float] = []
         self.pace = (0, 0.0)
+        #: what its workers may spend while none finishes (`turns.breaker`)
+        self.breaker = Breaker(config.turns.failingRequests, config.turns.failingJobs)
         self._workers, self._hints, self._window_of = workers, hints, window_of
 
     # -- TurnWork: what the queue asks ---------------------------------------------------
@@ -90,6 +93,11 @@ class SessionTurns:
         if not jobs:
             return
         session = jobs[0].session
+        if self.breaker.open:
+            for job in jobs:
+                if job.phase is Phase.PENDING:
+                    job.move(Phase.HELD, f"compression stopped: {self.breaker.reason}")
+            return
         candidates = [self._facts(session, job.turn) for job in jobs]
         try:
             choice = eligibility.choose(candidates, self._session_facts(session), self.config.turns)
@@ -127,13 +135,34 @@ class SessionTurns:
         job, *batch = [self.jobs[t] for t in turns]
         if not batch:
             job.parts = self._parts(job)
+        job.allowance = self.breaker
         try:
             await job.run(batch)
         finally:
             if job.pace is not None:
                 written, seconds = self.pace
                 self.pace = (written + job.pace[0], seconds + job.pace[1])
+            self._note_outcome(job)
             self.finish([job, *batch])
+
+    def _note_outcome(self, job: TurnJob) -> None:
+        """A job that finished resets the breaker; one that gave up counts toward opening it."""
+        was_open = self.breaker.open
+        if job.compression is not None and job.phase in (Phase.READY, Phase.LANDED):
+            self.breaker.finished()
+        elif job.phase is Phase.STOPPED and job.lifecycle.reason.startswith("gave up"):
+            self.breaker.gave_up(job.lifecycle.reason)
+        if self.breaker.open and not was_open:
+            log.warning("session %s: compression stopped: %s; its turns stay raw and pending until /compact, a "
+                        "config change or a new DSH process", self.id, self.breaker.reason)
+
+    def reconfigure(self, config: EngineConfig) -> None:
+        """The config the session's turns are queued with; a change closes the breaker (try again)."""
+        if config != self.config and self.breaker.open:
+            log.info("session %s: the config changed; compressing again", self.id)
+            self.breaker.close()
+        self.breaker.max_requests, self.breaker.max_failed_jobs = config.turns.failingRequests, config.turns.failingJobs
+        self.config = config
 
     def _parts(self, job: TurnJob) -> int:
         """Workers for one turn: as many as its expected rewrite needs to be ready within one of
@@ -309,6 +338,18 @@ class TurnService:
         turns = self.sessions.get(session_id)
         return turns.jobs.get(turn) if turns is not None else None
 
+    def resume(self, session_id: str, why: str) -> None:
+        """Something changed (`/compact`): a session that stopped compressing tries again."""
+        turns = self.sessions.get(session_id)
+        if turns is not None and turns.breaker.open:
+            log.info("session %s: %s; compressing again", session_id, why)
+            turns.breaker.close()
+
+    def notice(self, session_id: str) -> str | None:
+        """The one line for DSH's output about this session's compression, when there is one."""
+        turns = self.sessions.get(session_id)
+        return turns.breaker.notice() if turns is not None else None
+
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig, results: ResultStore | None = None) -> None:
         if not config.turns.enabled or not session.is_user_session:
@@ -351,7 +392,7 @@ class TurnService:
 
     def _enqueue(self, turns: SessionTurns, session: MirroredSession, turn: int, port: Callable[[], HostPort],
                  config: EngineConfig, results: ResultStore | None) -> bool:
-        turns.config = config
+        turns.reconfigure(config)
         existing = turns.jobs.get(turn)
         if existing is not None and not existing.done:
             return False

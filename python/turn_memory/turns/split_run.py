@@ -19,7 +19,7 @@ from turn_memory.bridge.protocol import ToolResult
 from turn_memory.config import TurnConfig
 from turn_memory.host.reasoning import Hint
 from turn_memory.runtime.mirror import MirroredSession
-from turn_memory.runtime.worker_run import GaveUp, Mode, WorkerRun
+from turn_memory.runtime.worker_run import Allowance, GaveUp, Mode, WorkerRun
 from turn_memory.turns import prompt as worker_prompt
 from turn_memory.turns.batch_run import run_spec
 from turn_memory.turns.editor import TurnNodeEditor
@@ -90,12 +90,13 @@ class SplitRun:
 
     @classmethod
     def start(cls, session: MirroredSession, port: HostPort, job_id: str, config: TurnConfig,
-              editor: TurnNodeEditor, hints: list[Hint], scopes: Sequence[tuple[int, int]]) -> "SplitRun":
+              editor: TurnNodeEditor, hints: list[Hint], scopes: Sequence[tuple[int, int]],
+              allowance: Allowance | None = None) -> "SplitRun":
         parts = [PartTask(session.id, editor, hints, k, len(scopes), scope,
                           WorkerTools(editor, config.readLimitChars, scope))
                  for k, scope in enumerate(scopes, start=1)]
         # one job id for every part: the host routes a worker's tool calls by it, the job by worker id
-        runs = [WorkerRun.start(session, port, job_id, run_spec(config)) for _ in scopes]
+        runs = [WorkerRun.start(session, port, job_id, run_spec(config), allowance) for _ in scopes]
         return cls(editor, parts, runs)
 
     @property

@@ -135,8 +135,9 @@ class TurnConfig(_Section):
     failingJobs: int = Field(3, ge=1, description=(
         "compressions in a row that gave up before a session stops compressing (as `turns.failingRequests`)"))
     maxParts: int = Field(4, ge=1, le=16, description=(
-        "at most this many workers rewrite one turn at once, each a part of it (whole steps), when one worker "
-        "would not finish within the time the session's turns take (from the speed its workers wrote at so far); "
+        "at most this many workers rewrite one big turn (what a worker may rewrite of it at least "
+        "`turns.batchTokens`) at once, each a part of it (whole steps), when one worker would not finish within "
+        "the time the session's turns take (at the speed its workers, or before them its model, wrote so far); "
         "1: one worker per turn"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")

@@ -73,7 +73,7 @@ def test_a_slow_session_splits_a_long_turn_between_parallel_workers_that_land_it
     workers at once, each on whole steps, each refused outside its part; both finish and the
     turn lands as one, in place, shape and assistants kept (0.2's default)."""
     host, harness = one_turn_host(V02, FOUR_STEPS), EngineHarness()
-    service, cfg = harness.turns, config(maxParts=2)
+    service, cfg = harness.turns, config(maxParts=2, batchTokens=100)  # this small turn counts as big
     turns = service.sessions[SESSION] = SessionTurns(SESSION, cfg, service.workers, service.hints, service.window_of)
     turns.pace, turns.turn_ends = (100, 100.0), [0.0, 20.0, 40.0, 60.0, 80.0]
     release = asyncio.Event()
@@ -125,3 +125,18 @@ def test_before_a_worker_ran_the_speed_is_the_sessions_own_model_over_its_recent
     assert split.model_speed(events, price, recent=1) == pytest.approx(200 / 2)  # the newest step only
     assert split.model_speed(events[:2], price) is None
     assert split.turn_duration(events, 1) == 6.5 and split.turn_duration(events, 2) is None
+
+
+def test_a_turn_smaller_than_batch_tokens_gets_one_worker_however_slow_the_session():
+    host, harness = one_turn_host(V02, FOUR_STEPS), EngineHarness()
+    service, cfg = harness.turns, config(maxParts=4)  # the default turns.batchTokens, 4000: this turn is small
+    turns = service.sessions[SESSION] = SessionTurns(SESSION, cfg, service.workers, service.hints, service.window_of)
+    turns.pace, turns.turn_ends = (100, 100.0), [0.0, 20.0, 40.0, 60.0, 80.0]
+    started = attach_workers(host, service, [WorkerScript([("finish_turn_compression", {})])])
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await service.drained(SESSION, 5)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert [s["label"] for s in started] == ["turn-memory turn 1"]

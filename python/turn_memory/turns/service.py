@@ -168,6 +168,8 @@ class SessionTurns:
         """Workers for one turn: as many as its expected rewrite needs to be ready within one of
         the session's turns, at the speed its workers wrote so far (`turns.maxParts` at most)."""
         facts = self._facts(job.session, job.turn)
+        if facts.tokens - facts.fixed < self.config.turns.batchTokens:
+            return 1  # not a big turn (`turns.batchTokens`): a request's own latency outweighs any split
         raw, kept = self.kept
         share = kept / raw if raw else eligibility.KEEP_PRIOR
         written, seconds = self.pace

@@ -13,9 +13,9 @@ from surface_builders import LogBuilder, new_id
 from turn_memory.config import EngineConfig
 from turn_memory.eval import cost, routing
 from turn_memory.eval.facts import check_facts, holds, recall
-from turn_memory.eval.probes import ProbeAsker, history_answer, judge, parse_verdict
+from turn_memory.eval.probes import ProbeAsker, ProbeResult, history_answer, judge, parse_verdict
 from turn_memory.eval.protocol_stats import protocol_stats, summarize_raw
-from turn_memory.eval.provider import ChatRequest, Usage
+from turn_memory.eval.provider import ChatRequest, ProviderDown, Usage
 from turn_memory.eval.scenario import Fact, Probe, parse_scenario
 from turn_memory.eval.scripted import NOT_FOUND, ScriptedProvider, scripted_hint, scripted_summary
 from turn_memory.history.session_history import collect_turns, search, search_hits
@@ -145,6 +145,25 @@ def test_turns_the_policy_held_are_reported_as_held_with_its_last_reason():
     assert stats.to_json()["held"] == [1, 2, 3, 6] and stats.to_json()["folded"] == [1, 2, 3]
 
 
+SNAPSHOT_LOG = """\
+2026-12-04 17:25:20,700 INFO turn_memory.turns: session s1 turn 1: landed (9 -> 8 nodes, 1 worker(s), 2 model request(s), in one block with turns 1, 2)
+2026-12-04 17:25:20,701 INFO turn_memory.turns: session s1 turn 2: landed (7 -> 7 nodes, 1 worker(s), 2 model request(s), in one block with turns 1, 2)
+2026-12-04 17:26:37,725 INFO turn_memory.turns: session s1 turn 3: held; turn 3 (300 tokens) held: below turns.minTurnTokens (600) together
+2026-12-04 17:26:37,800 INFO turn_memory.turns: session s1 turn 4 step 1: waited 12 ms for turn 3's compression (landing barrier)
+2026-12-04 17:26:38,000 INFO turn_memory.turns: session s1 turns 3, 4: compressing; turns 3, 4 (700 tokens): saves ~9 (cached-token units)
+2026-12-04 17:26:38,083 INFO turn_memory.turns: session s1 turn 3: job stopped: 1 worker(s) (fork), 0 model request(s), 0.1s (one worker run for turns 3, 4: workers, requests and time are the batch's)
+"""
+
+
+def test_turns_landed_in_one_block_count_and_what_the_snapshot_turns_end_started_does_not():
+    """A 3-turn scenario; turn 4 is the snapshot turn: its end dispatched turn 3 after the memory was measured, and
+    whether DSH's exit let that worker start is timing, so it is left out (else turn 3 reads "dispatched" one run and
+    "held" the next)."""
+    stats = protocol_stats(SNAPSHOT_LOG, "s1", 3)
+    assert (stats.attempted, stats.landed, stats.requests) == (2, 2, 4)
+    assert stats.raw == [(3, "held by the policy: below turns.minTurnTokens (600) together")] and stats.held == [3]
+
+
 def _scenario(steps: int = 1, turns: int = 10, **changes):
     """`turns` turns of `steps` agent requests each (the last one says "done", the others run a command)."""
     def turn(n: int) -> dict:
@@ -175,21 +194,30 @@ def test_the_cost_estimate_is_arithmetic_over_the_scenario_size():
     bill = cost.estimate([_scenario()])
     # expected: no turn worker (above); /compact: one segment worker of one request over the 20,000-token surface
     # (4,000 + 20,000 prompt, 6,666 + 100 out); the hint (1,200 cached + 625); stock's summary (20,000 + 8,000);
-    # per probe: stock 10,000 (snapshot + summary), turn-memory 14,666 (snapshot + the checkpoint) and one read
-    # (+ 2,000), each cached after the first probe; six judges of 1,200
-    assert bill.expected.requests_by_label == {"session-worker": 1, "hint": 1, "summary": 1, "probe": 9, "judge": 6}
+    # per probe, from memory: stock 10,000 (snapshot + summary), turn-memory 14,666 (snapshot + the checkpoint); with
+    # history: turn-memory 14,666 and one read (+ 2,000); each cached after the first probe; nine judges of 1,200
+    assert bill.expected.requests_by_label == {"session-worker": 1, "hint": 1, "summary": 1, "probe": 12, "judge": 9}
     e = bill.expected
-    assert (e.requests, e.prompt_tokens, e.hit_tokens, e.output_tokens) == (18, 185_021, 94_530, 12_466)
-    assert round(bill.cost(), 8) == 0.03322004  # (94,530 x 0.028 + 90,491 x 0.28 + 12,466 x 0.42) / 1e6
+    assert (e.requests, e.prompt_tokens, e.hit_tokens, e.output_tokens) == (24, 232_619, 123_862, 14_026)
+    assert round(bill.cost(), 8) == 0.03981102  # (123,862 x 0.028 + 108,757 x 0.28 + 14,026 x 0.42) / 1e6
     # at most: a worker of two requests for every turn (the first sends 4,000 + the session so far at 25% + the
     # turn: 82,500 over the ten; the second re-sends it plus the edit), a /compact over a quarter of the raw
-    # history, two reads per answer, every prompt token a miss
+    # history, two reads per answer with history, every prompt token a miss
     h = bill.high
-    assert h.requests_by_label == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 12, "judge": 6}
-    assert (h.requests, h.prompt_tokens, h.output_tokens) == (42, 361_685, 14_196)
-    assert round(bill.upper_bound(), 8) == 0.10723412  # (361,685 x 0.28 + 14,196 x 0.42) / 1e6
-    assert bill.to_json()["at_most"] == {"requests": 42, "prompt_tokens": 361_685, "output_tokens": 14_196,
-                                         "cost_usd": 0.1072, "by_purpose": dict(sorted(h.requests_by_label.items()))}
+    assert h.requests_by_label == {"turn-worker": 20, "session-worker": 2, "hint": 1, "summary": 1, "probe": 15, "judge": 9}
+    assert (h.requests, h.prompt_tokens, h.output_tokens) == (48, 394_283, 15_756)
+    assert round(bill.upper_bound(), 8) == 0.11701676  # (394,283 x 0.28 + 15,756 x 0.42) / 1e6
+    assert bill.to_json()["at_most"] == {"requests": 48, "prompt_tokens": 394_283, "output_tokens": 15_756,
+                                         "cost_usd": 0.117, "by_purpose": dict(sorted(h.requests_by_label.items()))}
+    # in two parts: what turn-memory adds to a session (the segment worker $0.00956, the hint $0.00038) and the
+    # evaluation (stock's summary, the answers, the judge)
+    assert bill.to_json()["parts"] == {
+        "turn_memory": {"requests": 2, "cost_usd": 0.0099, "at_most": {"requests": 23, "cost_usd": 0.0573}},
+        "evaluation": {"requests": 22, "cost_usd": 0.0299, "at_most": {"requests": 25, "cost_usd": 0.0597}}}
+    # without read_session_history (sessionHistory.enabled false) each probe is asked from memory only
+    no_history = EngineConfig.model_validate({"sessionHistory": {"enabled": False}})
+    assert cost.estimate([_scenario()], no_history).expected.requests_by_label == {
+        "session-worker": 1, "hint": 1, "summary": 1, "probe": 6, "judge": 6}
     # a session that is not compacted but runs into its window gets one stock summary per threshold's worth
     # (0.8 x 8,000): 4 for 20,000 tokens
     assert cost.estimate([_scenario(compact=False, window=8_000)]).expected.requests_by_label["summary"] == 4
@@ -220,16 +248,56 @@ def test_the_scripted_answerer_searches_reads_and_quotes_what_it_found():
     snapshot = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Read the service log."},
                 {"role": "assistant", "content": "One pool warning."}, {"role": "user", "content": "CAPTURE"}]
     provider = ScriptedProvider()
-    asker = ProbeAsker(provider, snapshot, HISTORY_TOOL, "CAPTURE", turns, 160_000)
+    asker = ProbeAsker(provider, snapshot, HISTORY_TOOL, "CAPTURE", turns, 160_000, use_history=True)
     assert [t["function"]["name"] for t in asker.history] == ["read_session_history"]  # only the memory tool
     facts = [FACTS[0], FACTS[3]]
     answered = asker.ask(Probe("p", "recall", "What did the warning say, and what size is the pool?", "r", ("warn", "typo")),
                          facts)
     assert answered.lookups == [{"query": "pool exhausted"}, {"query": "pool_size"}, {"turn": 1}, {"turn": 2}]
     assert answered.answer == "- WARN pool exhausted (in_use=12\n- " + NOT_FOUND
-    assert len(answered.usage) == 3
+    assert len(answered.usage) == 3 and answered.with_history
     judge(provider, answered, facts)
     assert (answered.score, answered.reason) == (2.5, "1 of 2 reference facts present")
+
+
+class _Recorder(ScriptedProvider):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tools: list[list[str]] = []
+
+    def complete(self, request: ChatRequest):
+        self.tools.append([t["function"]["name"] for t in request.tools])
+        return super().complete(request)
+
+
+def test_from_memory_a_probe_gets_no_tool_even_where_the_snapshot_offers_the_history_search():
+    """A fact only the search finds is no memory kept: the scored answer is given without the tool."""
+    snapshot = [{"role": "user", "content": "Noted: the pool has pool_size = 12."}, {"role": "user", "content": "CAPTURE"}]
+    provider = _Recorder()
+    probe = Probe("p", "recall", "What did the warning say, and what size is the pool?", "r", ("warn", "size"))
+    answered = ProbeAsker(provider, snapshot, HISTORY_TOOL, "CAPTURE", session(), 160_000).ask(probe, FACTS[:2])
+    assert (provider.tools, answered.lookups, answered.with_history) == ([[]], [], False)
+    # the warning is in turn 1 of the log, not on the surface: from memory it is not found
+    assert answered.answer == f"- {NOT_FOUND}\n- pool_size = 12"
+    judge(provider, answered, FACTS[:2])
+    assert answered.score == 2.5
+    # with the search, both are found (reported apart)
+    searched = ProbeAsker(provider, snapshot, HISTORY_TOOL, "CAPTURE", session(), 160_000, use_history=True).ask(
+        probe, FACTS[:2])
+    assert searched.answer == "- WARN pool exhausted (in_use=12\n- pool_size = 12"
+
+
+def test_a_provider_that_is_down_stops_the_probes_instead_of_scoring_zero():
+    class Down(ScriptedProvider):
+        def complete(self, request: ChatRequest):
+            raise ProviderDown("http://127.0.0.1:9/v1 m: Connection error.", "check --base-url")
+
+    snapshot = [{"role": "user", "content": "CAPTURE"}]
+    probe = Probe("p", "recall", "size?", "r", ("size",))
+    with pytest.raises(ProviderDown):
+        ProbeAsker(Down(), snapshot, [], "CAPTURE", session(), 160_000).ask(probe, [FACTS[1]])
+    with pytest.raises(ProviderDown):
+        judge(Down(), ProbeResult(probe, "an answer"), [FACTS[1]])
 
 
 def test_without_the_tool_the_answer_comes_from_the_snapshot_alone():

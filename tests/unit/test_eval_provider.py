@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 
 from turn_memory.devtools.fake_model import HEARTBEAT, FakeModel
-from turn_memory.eval.provider import IMAGE_NOTE, ChatRequest, OpenAIProvider, ProviderError, Usage, text_only
+from turn_memory.eval.provider import (IMAGE_NOTE, ChatRequest, OpenAIProvider, ProviderDown, ProviderError, Usage,
+                                       is_local, text_only, unreachable)
 
 BASH = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
@@ -153,3 +154,46 @@ def test_an_upstream_that_answers_within_the_heartbeat_keeps_its_http_status():
                    heartbeat_s=5) as server:
         headers_s, status, body, _ = _post(server, "now")
         assert (status, json.loads(body)) == (429, {"error": {"message": "slow down", "type": "rate"}})
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_provider_no_connection_reaches_is_down_with_the_fix_after_the_retries():
+    port = _closed_port()
+    provider = OpenAIProvider(f"http://127.0.0.1:{port}/v1", "sk-test", "m", "m", retries=1)
+    with pytest.raises(ProviderDown) as raised:
+        provider.complete(ChatRequest("turn-worker", [{"role": "user", "content": "x"}]))
+    assert str(raised.value) == f"http://127.0.0.1:{port}/v1 m: Connection error. (after 2 attempts)"
+    assert raised.value.fix == "check --base-url, that the server runs and this machine can reach it; or try --model scripted"
+    assert provider.retried == Counter({"turn-worker": 1})
+
+
+@pytest.mark.parametrize("status, fix", [(401, "check the key in --api-key-env's variable"),
+                                         (404, "check --base-url and the model names (--model, --judge-model)")])
+def test_a_refused_key_or_model_is_down_too_and_a_busy_provider_is_not(status, fix):
+    script = [{"status": status, "error": {"message": "no", "type": "x"}}, {"status": 503}]
+    with FakeModel({"title": script}) as server:
+        provider = OpenAIProvider(server.base_url + "/v1", "sk-test", "m", "m", retries=0)
+        with pytest.raises(ProviderDown) as raised:
+            provider.complete(ChatRequest("summary", [{"role": "user", "content": "x"}]))
+        assert raised.value.fix == fix
+        with pytest.raises(ProviderError) as busy:  # 503: this request failed, the next may not
+            provider.complete(ChatRequest("summary", [{"role": "user", "content": "x"}]))
+        assert not isinstance(busy.value, ProviderDown)
+
+
+def test_local_endpoints_and_the_reachability_check():
+    assert [is_local(u) for u in ("http://127.0.0.1:8899/v1", "http://localhost/v1", "http://[::1]:1/v1",
+                                  "http://127.1.2.3/v1", "https://api.deepseek.com", "http://10.0.0.5/v1")] == \
+        [True, True, True, True, False, False]
+    port = _closed_port()
+    assert unreachable(f"http://127.0.0.1:{port}/v1") == f"cannot connect to 127.0.0.1:{port}: Connection refused"
+    assert unreachable("ftp://example.com") == "'ftp://example.com' is not an http(s) URL"
+    with FakeModel([]) as server:
+        assert unreachable(server.base_url + "/v1") is None

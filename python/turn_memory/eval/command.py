@@ -6,8 +6,11 @@ asks each scenario's probe questions (recall, artifact trail, continuation, deci
 against the memory each engine left and has a judge score the answers 0-5. The agent's
 side comes from the recordings; turn and session workers, thought hints, stock's summary,
 the probe answers and the judge go to your provider (any OpenAI-compatible endpoint;
-DeepSeek by default, key from DEEPSEEK_API_KEY). `--model scripted` runs it all on the
-embedded scripted model: no key, no cost, exact numbers that measure the plumbing only.
+DeepSeek by default, key from DEEPSEEK_API_KEY; a local endpoint needs none). The scores
+that compare the engines are answered from memory, with no tool; turn-memory's answers with
+its history search are reported apart. `--estimate` prints what a run would cost, in two
+parts: turn-memory's own work and the evaluation's. `--model scripted` runs it all on the
+embedded scripted model: no key, no cost, exact numbers that check the machinery only.
 
 """
 
@@ -26,9 +29,10 @@ from turn_memory import __version__
 from turn_memory.cli_output import EXIT_FAILED, EXIT_USAGE, error_text, render as render_command
 from turn_memory.config import ConfigError, EngineConfig, check_config
 from turn_memory.devtools.runtime import HOSTS, ensure_runtime
-from turn_memory.eval.cost import estimate
+from turn_memory.eval.cost import EVALUATION, PARTS, TURN_MEMORY as TM_PART, Estimate, estimate
 from turn_memory.eval.dry_run import check
-from turn_memory.eval.provider import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, OpenAIProvider, Provider
+from turn_memory.eval.provider import (DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, LOCAL_KEY, OpenAIProvider, Provider,
+                                       ProviderDown, is_local, unreachable)
 from turn_memory.eval.report import render, result_json
 from turn_memory.eval.scenario import SHIPPED_DIR, ScenarioError, UnknownScenario, load_suite
 from turn_memory.eval.scripted import ScriptedProvider
@@ -39,7 +43,8 @@ from turn_memory.install.installer import InstallError, parse_sets
 PROG = "turn-memory eval"
 EPILOG = """\
 exit status: 0 every run finished cleanly; 1 a run reported a problem (listed in the report),
-or no DSH host could be set up; 2 bad usage (a bad --set, scenario file or key), or a paid
+no DSH host could be set up, or the provider cannot be reached or refuses the key (the run
+stops at its first such request); 2 bad usage (a bad --set, scenario file or key), or a paid
 run no one confirmed; 130 Ctrl-C (what was measured so far is still printed)."""
 SCRIPTED = "scripted"
 DEFAULT_BASE_URL = "https://api.deepseek.com"
@@ -62,7 +67,7 @@ def make_provider(args: argparse.Namespace) -> Provider:
         if args.judge_model not in (None, SCRIPTED):
             raise UsageError("--judge-model needs a real --model", "leave --judge-model out with --model scripted")
         return ScriptedProvider()
-    key = os.environ.get(args.api_key_env, "")
+    key = os.environ.get(args.api_key_env, "") or (LOCAL_KEY if is_local(args.base_url) else "")
     if not key:
         raise UsageError(f"no API key: ${args.api_key_env} is not set",
                          f"export {args.api_key_env}=<your key>, name another variable with --api-key-env, "
@@ -91,6 +96,20 @@ def check_scenarios(scenarios: list) -> int:
               + "".join(f"\n    problem: {p}" for p in problems))
         status = status or (1 if problems else 0)
     return status
+
+
+def estimate_line(bill: Estimate, scenarios: int, where: str) -> str:
+    """The estimate, as printed before a paid run and by `--estimate`: its two parts, then the totals."""
+    def part(name: str) -> str:
+        expected, _ = bill.part(name)
+        return f"{PARTS[name]}: about {expected.requests:,} requests, ${expected.cost():.2f}"
+
+    expected, high = bill.expected, bill.high
+    return (f"{scenarios} scenario(s) x 2 engines{where}: {part(TM_PART)}; {part(EVALUATION)}. In all about "
+            f"${bill.cost():.2f} at DeepSeek list prices, {expected.requests:,} requests, {expected.prompt_tokens:,} "
+            f"prompt tokens ({expected.hit_tokens:,} expected from the provider's cache), {expected.output_tokens:,} "
+            f"output tokens, as the compression policy will handle these turns (at most ${bill.upper_bound():.2f}, "
+            f"{high.requests:,} requests: a worker for every turn, no cache hits; a retried request is billed again)")
 
 
 def confirm(args: argparse.Namespace, cost: float, upper: float, say: Callable[[str], None]) -> int | None:
@@ -123,6 +142,9 @@ def run_eval(args: argparse.Namespace) -> int:
             return 0
         if args.check:
             return check_scenarios(scenarios)
+        if args.estimate:  # no key needed, nothing runs
+            print(f"{PROG}: {estimate_line(estimate(scenarios, run_config(args.set or [])), len(scenarios), '')}")
+            return 0
         provider = make_provider(args)
     except UnknownScenario as exc:
         listing = ["turn-memory", "eval", "--list"]
@@ -136,23 +158,25 @@ def run_eval(args: argparse.Namespace) -> int:
     config = run_config(args.set or [])
     bill = estimate(scenarios, config)
     if provider.scripted:
-        say(f"{len(scenarios)} scenario(s) on the scripted model: no key, no cost; the scores measure the plumbing, "
-            "not a model")
+        say(f"{len(scenarios)} scenario(s) on the scripted model: no key, no cost; it checks the machinery only, "
+            "no figure is a memory score")
     else:
-        expected, high = bill.expected, bill.high
-        print(f"{PROG}: {len(scenarios)} scenario(s) x 2 engines on {provider.label} at {args.base_url}: about "
-              f"{expected.requests:,} requests, {expected.prompt_tokens:,} prompt tokens ({expected.hit_tokens:,} "
-              f"expected from the provider's cache), {expected.output_tokens:,} output tokens; about "
-              f"${bill.cost():.2f} at DeepSeek list prices, as the compression policy will handle these turns "
-              f"(at most ${bill.upper_bound():.2f}, {high.requests:,} requests: a worker for every turn, no cache hits; "
-              f"a retried request is billed again)", file=sys.stderr, flush=True)
+        # before anyone is asked to pay: a provider no request can reach stops here
+        why = unreachable(args.base_url)
+        if why is not None:
+            return _error(f"cannot reach the provider at {args.base_url}: {why}; nothing was run",
+                          "check --base-url, that the server runs and this machine can reach it; or try --model "
+                          "scripted", EXIT_FAILED)
+        print(f"{PROG}: {estimate_line(bill, len(scenarios), f' on {provider.label} at {args.base_url}')}",
+              file=sys.stderr, flush=True)
         stop = confirm(args, bill.cost(), bill.upper_bound(), say)
         if stop is not None:
             return stop
     meta: dict[str, Any] = {"version": __version__, "model": provider.label, "scripted": provider.scripted,
                             "judge_model": None if provider.scripted else (args.judge_model or args.model),
                             "base_url": None if provider.scripted else args.base_url,
-                            "estimate": bill.to_json()}
+                            # a scripted run prices nothing, so it shows no estimate to compare with
+                            "estimate": None if provider.scripted else bill.to_json()}
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="turn-memory-eval-"))
     suite = SuiteRun(provider, workdir, args.set or [], args.timeout, keep_logs=bool(args.workdir), say=say,
                      verbose=verbose, order=ENGINE_ORDERS[args.engine_order], config=config)
@@ -165,6 +189,10 @@ def run_eval(args: argparse.Namespace) -> int:
         status = 1 if suite.failed else 0
     except RunFailed as exc:  # the turn-memory template: an install refused the --set values
         status = _error(str(exc), "check the --set values (turn-memory config lists every key)")
+    except ProviderDown as exc:  # every later request would fail alike: one line, not one per request
+        status = _error(f"the provider failed: {exc}; the run stopped at this first failed request"
+                        + (f", during {suite.current}" if suite.current else ""), exc.fix, EXIT_FAILED)
+        meta["stopped"] = f"the provider failed: {exc}"
     except RuntimeError as exc:  # no DSH host could be installed (no npm, no network)
         status = _error(f"cannot set up DSH {args.host}: {exc}", "see the message above; `./run test` sets the "
                                                                    "hosts up in a checkout", EXIT_FAILED)
@@ -181,6 +209,8 @@ def run_eval(args: argparse.Namespace) -> int:
     meta["engine_order"] = list(suite.order)
     meta["retried"] = dict(sorted(provider.retried.items()))
     out = result_json(results, meta)
+    if "stopped" in meta and not results and not args.json:
+        return status  # nothing was measured: the error line says it all
     try:
         print(json.dumps(out, indent=2) if args.json else render(out), flush=True)
     except BrokenPipeError:  # `eval … | head`: the reader left, which is fine
@@ -222,6 +252,9 @@ def add_eval_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenarios", default=str(SHIPPED_DIR), metavar="DIR",
                    help="a folder of scenario folders, or one scenario folder (default: the shipped suite)")
     p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--estimate", action="store_true",
+                   help="print what the run would cost at DeepSeek list prices (turn-memory's own work and the "
+                        "evaluation's, apart) and exit: no key needed, nothing runs")
     p.add_argument("--check", action="store_true",
                    help="run the scenarios' recorded commands in a throwaway workspace (no DSH, no model) and report "
                         "every planted fact that is not where the scenario says; exit 1 if any")

@@ -10,8 +10,8 @@ probes, long thoughts) and the run's turn-memory config, priced at DeepSeek's li
   then `turns.batchTurns`/`batchTokens` split the held turns into jobs. A worker makes
   `WORKER_REQUESTS` request (its prompt asks for the edits and the finish in one reply); a
   `/compact`, or the window's pressure, gets a segment worker per `compaction.segmentTokens`
-  of the surface the policy left. A turn-memory answer makes `PROBE_LOOKUPS` history read.
-  Priced with the provider's prefix cache as it is expected to hit.
+  of the surface the policy left. A turn-memory answer with history makes `PROBE_LOOKUPS`
+  history read. Priced with the provider's prefix cache as it is expected to hit.
 * **at most**: every turn its own worker of `HIGH_WORKER_REQUESTS` requests, a `/compact`
   over a quarter of the raw history, `HIGH_PROBE_LOOKUPS` history reads per answer, and no
   cache hit. Not a hard bound: a worker that is refused and retried, a longer answer, or a
@@ -22,14 +22,20 @@ Shared assumptions (per scenario): a worker's prompt is its system prompt and to
 and its turns; it keeps `KEPT` of them. Stock summarizes once at `/compact` over the raw
 history (nothing cached: the agent's own requests never reach the provider), or, without
 `/compact`, once per `compaction.thresholdRatio` of the window. A thought hint per reasoning
-block of `thoughtHints.minimumChars` or more. Every probe starts from the same snapshot
-(cached after the first); the judge makes one short request per probe and engine.
+block of `thoughtHints.minimumChars` or more. Every probe is asked from memory on both
+engines and, where turn-memory offers `read_session_history`, once more with it; each from
+the same snapshot (cached after the first); the judge makes one short request per answer.
+
+Both plans come in two parts (`PARTS`): what turn-memory adds to a session (its turn and
+session workers, thought hints) and what the evaluation itself costs (stock's summary, the
+probe answers, the judge). This module is the one estimate: the command prints it, `--estimate`
+prints it alone, and docs/eval.md quotes the shipped suite's figures (a test keeps them equal).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from turn_memory.config import EngineConfig
@@ -68,11 +74,26 @@ class Planned:
     output: int
 
 
+#: what turn-memory adds to a session; every other request is the evaluation's own
+TURN_MEMORY_WORK = frozenset({routing.TURN_WORKER, routing.SESSION_WORKER, routing.HINT})
+TURN_MEMORY, EVALUATION = "turn_memory", "evaluation"
+#: the two parts of a run's cost, as the estimate and the report name them
+PARTS = {TURN_MEMORY: "turn-memory's own work (turn and session workers, thought hints: what it adds to a session)",
+         EVALUATION: "the evaluation itself (stock's summary, probe answers, judge)"}
+
+
+def part_of(purpose: str) -> str:
+    return TURN_MEMORY if purpose in TURN_MEMORY_WORK else EVALUATION
+
+
 @dataclass
 class Estimate:
     expected: Bill
     #: the high plan, priced with no cache hits (`upper_bound`)
     high: Bill
+    #: each plan by part (`PARTS`)
+    expected_parts: dict[str, Bill] = field(default_factory=dict)
+    high_parts: dict[str, Bill] = field(default_factory=dict)
 
     def cost(self) -> float:
         return self.expected.cost()
@@ -80,11 +101,20 @@ class Estimate:
     def upper_bound(self) -> float:
         return self.high.upper_bound()
 
+    def part(self, name: str) -> tuple[Bill, Bill]:
+        """(expected, at most) of one part."""
+        return self.expected_parts.get(name, Bill()), self.high_parts.get(name, Bill())
+
     def to_json(self) -> dict:
+        parts = {}
+        for name in PARTS:
+            expected, high = self.part(name)
+            parts[name] = {"requests": expected.requests, "cost_usd": round(expected.cost(), 4),
+                           "at_most": {"requests": high.requests, "cost_usd": round(high.upper_bound(), 4)}}
         return {**self.expected.to_json(), "at_most": {
             "requests": self.high.requests, "prompt_tokens": self.high.prompt_tokens,
             "output_tokens": self.high.output_tokens, "cost_usd": round(self.upper_bound(), 4),
-            "by_purpose": dict(sorted(self.high.requests_by_label.items()))}}
+            "by_purpose": dict(sorted(self.high.requests_by_label.items()))}, "parts": parts}
 
 
 @dataclass
@@ -183,12 +213,17 @@ def planned_requests(scenario: Scenario, config: EngineConfig | None = None, *, 
         0 if scenario.compact else int(config.compaction.retainRatio * scenario.window))
     memory_snapshot = SNAPSHOT_OVERHEAD + surface
     for i, _ in enumerate(scenario.probes):
+        # from memory, both engines: one answer, no tool
         out.append(Planned(routing.PROBE, stock_snapshot, stock_snapshot if i else 0, PROBE_OUTPUT))
-        prompt, hit = memory_snapshot, memory_snapshot if i else 0
-        for lookup in range(lookups + 1):
-            out.append(Planned(routing.PROBE, prompt, hit, PROBE_OUTPUT if lookup == lookups else LOOKUP_OUTPUT))
-            hit, prompt = prompt, prompt + size  # the next request re-sends this one, plus a read turn
-        out += [Planned(routing.JUDGE, JUDGE_PROMPT, 0, JUDGE_OUTPUT)] * 2
+        out.append(Planned(routing.PROBE, memory_snapshot, memory_snapshot if i else 0, PROBE_OUTPUT))
+        answers = 2
+        if config.sessionHistory.enabled:  # turn-memory with read_session_history (its tool list: no hit at first)
+            prompt, hit = memory_snapshot, memory_snapshot if i else 0
+            for lookup in range(lookups + 1):
+                out.append(Planned(routing.PROBE, prompt, hit, PROBE_OUTPUT if lookup == lookups else LOOKUP_OUTPUT))
+                hit, prompt = prompt, prompt + size  # the next request re-sends this one, plus a read turn
+            answers += 1
+        out += [Planned(routing.JUDGE, JUDGE_PROMPT, 0, JUDGE_OUTPUT)] * answers
     return out
 
 
@@ -201,10 +236,19 @@ def _bill(planned: Iterable[Planned]) -> Bill:
 
 def estimate(scenarios: Iterable[Scenario], config: EngineConfig | None = None) -> Estimate:
     scenarios = list(scenarios)
-    return Estimate(_bill(p for s in scenarios for p in planned_requests(s, config)),
-                    _bill(p for s in scenarios for p in planned_requests(s, config, high=True)))
+    expected = [p for s in scenarios for p in planned_requests(s, config)]
+    high = [p for s in scenarios for p in planned_requests(s, config, high=True)]
+    return Estimate(_bill(expected), _bill(high),
+                    {name: _bill(p for p in expected if part_of(p.purpose) == name) for name in PARTS},
+                    {name: _bill(p for p in high if part_of(p.purpose) == name) for name in PARTS})
 
 
 def measured(usages: Iterable[tuple[str, Usage]]) -> Bill:
     """The provider's reported usage, as a bill."""
     return _bill(Planned(purpose, u.prompt_tokens, u.cached_tokens, u.completion_tokens) for purpose, u in usages)
+
+
+def measured_parts(usages: Iterable[tuple[str, Usage]]) -> dict[str, Bill]:
+    """The reported usage by part (`PARTS`)."""
+    usages = list(usages)
+    return {name: measured((purpose, u) for purpose, u in usages if part_of(purpose) == name) for name in PARTS}

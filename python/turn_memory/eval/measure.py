@@ -55,8 +55,11 @@ class EngineResult:
     memory_usage: dict[str, list[Usage]]
     compact: dict[str, Any] | None
     protocol: ProtocolStats | None
+    #: every probe answered from memory (no tool): what the memory kept
     probes: list[ProbeResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the same probes with read_session_history offered (turn-memory only): what the search adds
+    history_probes: list[ProbeResult] = field(default_factory=list)
 
 
 def _conversation(message: dict[str, Any] | None) -> bool:

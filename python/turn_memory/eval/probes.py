@@ -2,12 +2,16 @@
 
 Every probe is asked on its own, from the same snapshot: the first request of the turn
 after the session (its system prompt, tools and surface exactly as DSH built them), with
-that turn's user message replaced by the probe (`prompts/eval-probe.md`). With turn-memory
-the model may call `read_session_history` (only that tool: the probes test the memory, not
-the workspace); each call is answered by the tool's own code over the session's log as it
-stood at the snapshot, the same answers the engine gives. The judge (`prompts/eval-judge.md`)
-sees the question, the reference answer, the planted facts and the answer, and replies
-with a 0-5 score in JSON.
+that turn's user message replaced by the probe (`prompts/eval-probe.md`). First **from
+memory**: no tool at all, so the answer is what the memory kept (both engines alike). Then,
+where the snapshot offers `read_session_history` (turn-memory), **with history**: the model may
+call that tool (only that one: the probes test the memory, not the workspace), each call
+answered by the tool's own code over the session's log as it stood at the snapshot. An answer
+that needed the search says what the search finds, not what the memory kept: it is reported
+apart. The judge (`prompts/eval-judge.md`) sees the question, the reference answer, the
+planted facts and the answer, and replies with a 0-5 score in JSON.
+
+A provider that is down (`ProviderDown`) is not an unanswered probe: it stops the run.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from turn_memory.eval import routing
-from turn_memory.eval.provider import ChatRequest, Completion, Provider, ProviderError, Usage
+from turn_memory.eval.provider import ChatRequest, Completion, Provider, ProviderDown, ProviderError, Usage
 from turn_memory.eval.routing import text_of
 from turn_memory.eval.scenario import Fact, Probe
 from turn_memory.eval.scripted import ProbeKey
@@ -43,6 +47,8 @@ class ProbeResult:
     usage: list[Usage] = field(default_factory=list)
     judge_usage: Usage | None = None
     error: str | None = None
+    #: asked with read_session_history offered (False: from memory, no tool)
+    with_history: bool = False
 
 
 def history_answer(turns: dict[int, session_history.TurnRecord], arguments: str, max_chars: int) -> str:
@@ -56,6 +62,11 @@ def history_answer(turns: dict[int, session_history.TurnRecord], arguments: str,
         return session_history.catalog(turns, args.page)
     except ToolError as exc:
         return str(exc)
+
+
+def offers_history(tools: Sequence[dict[str, Any]]) -> bool:
+    """Whether the snapshot's tools hold read_session_history (turn-memory's do)."""
+    return any((t.get("function") or {}).get("name") == session_history.NAME for t in tools)
 
 
 def _question_at(messages: Sequence[dict[str, Any]], capture_text: str) -> int:
@@ -75,10 +86,13 @@ class ProbeAsker:
     capture_text: str
     turns: dict[int, session_history.TurnRecord]
     max_read_chars: int
+    #: offer read_session_history where the snapshot has it (False: the memory alone, no tool)
+    use_history: bool = False
 
     def __post_init__(self) -> None:
         self._at = _question_at(self.messages, self.capture_text)
-        self.history = [t for t in self.tools if (t.get("function") or {}).get("name") == session_history.NAME]
+        self.history = [t for t in self.tools if self.use_history
+                        and (t.get("function") or {}).get("name") == session_history.NAME]
 
     def _start(self, probe: Probe) -> list[dict[str, Any]]:
         question = render_prompt("eval-probe", {"question": probe.question}, {"history": bool(self.history)})
@@ -87,13 +101,15 @@ class ProbeAsker:
         return messages
 
     def ask(self, probe: Probe, facts: Sequence[Fact]) -> ProbeResult:
-        result = ProbeResult(probe)
+        result = ProbeResult(probe, with_history=bool(self.history))
         messages = self._start(probe)
         key = ProbeKey(probe, tuple(facts))
         for request in range(MAX_PROBE_REQUESTS):
             tools = self.history if request < MAX_PROBE_REQUESTS - 1 else []
             try:
                 done = self.provider.complete(ChatRequest(routing.PROBE, messages, tools, probe=key))
+            except ProviderDown:
+                raise
             except ProviderError as exc:
                 result.error = str(exc)
                 return result
@@ -149,6 +165,8 @@ def judge(provider: Provider, result: ProbeResult, facts: Sequence[Fact]) -> Non
     try:
         done = provider.complete(ChatRequest(routing.JUDGE, [{"role": "user", "content": prompt}],
                                              max_tokens=JUDGE_MAX_TOKENS, probe=ProbeKey(probe, tuple(facts), result.answer)))
+    except ProviderDown:
+        raise
     except ProviderError as exc:
         result.reason = f"the judge failed: {exc}"
         return

@@ -10,6 +10,10 @@ was attempted on and how many landed, model requests per attempted turn, and eve
 left raw with the reason (a turn the policy still held at the end: held, with the policy's
 last reason). Refusals (by rule) come from the worker requests themselves
 (`routing.count_refusals`) plus the host rules a refused landing names.
+
+Only the log up to the memory snapshot counts: the snapshot turn's end starts work on the
+last turns (a policy decision naming the snapshot turn) that DSH's exit may or may not let
+finish, and none of it is in the memory measured.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ from typing import Iterable
 from turn_memory.eval.routing import RULE
 
 _TURN_LINE = re.compile(r"session (\S+) turn (\d+): (.*)$")
-_LANDED = re.compile(r"^landed \((\d+) -> (\d+) nodes, (\d+) worker\(s\), (\d+) model request\(s\)\)")
+#: (a turn that landed with others says so after its counts: ", in one block with turns 1, 2")
+_LANDED = re.compile(r"^landed \((\d+) -> (\d+) nodes, (\d+) worker\(s\), (\d+) model request\(s\)[,)]")
 _JOB = re.compile(r"^job (.*?): (\d+) worker\(s\).*?, (\d+) model request\(s\)")
 _NOOP = re.compile(r"^(.*); no-op marker, no worker")
 _RAW = re.compile(r"(gave up: .*?); the turn stays raw|landing refused, the turn stays raw: (.*)$")
@@ -112,9 +117,26 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
     return out
 
 
+def before_snapshot(log_text: str, session_id: str, turns: int) -> str:
+    """The log up to the first line about a turn after the scenario's `turns` (the snapshot turn's
+    end: everything from there on happened after the memory was measured)."""
+    kept: list[str] = []
+    for line in log_text.splitlines():
+        decided = _POLICY.search(line)
+        named = [int(n) for n in decided.group(2).split(", ")] if decided and decided.group(1) == session_id else []
+        found = _TURN_LINE.search(line)
+        if found and found.group(1) == session_id:
+            named.append(int(found.group(2)))
+        if any(n > turns for n in named):
+            break
+        kept.append(line)
+    return "\n".join(kept)
+
+
 def protocol_stats(log_text: str, session_id: str, turns: int, refusals: Counter[str] | None = None,
                    folded: Iterable[int] = ()) -> ProtocolStats:
     """`folded`: the turns a session checkpoint took off the surface (the log names no turns)."""
+    log_text = before_snapshot(log_text, session_id, turns)
     outcomes = turn_outcomes(log_text, session_id, turns).values()
     rules: Counter[str] = Counter(refusals or {})
     for line in log_text.splitlines():

@@ -10,15 +10,24 @@ A request that times out (no bytes for `timeout_s`), cannot connect, or is answe
 429 or 5xx is sent again, up to `retries` times, after 0.5, 1, 2 … 8 s (or the provider's
 Retry-After, up to a minute). A provider bills a retried request again if it had begun it,
 and the usage reported is the answering attempt's only: `retried` counts them, by purpose.
+
+A request that still cannot connect, or whose key or model the provider refuses (401, 403,
+404), raises `ProviderDown`: every later request would fail the same way, so the run stops
+there. `unreachable` is the cheap check before a run (a TCP connect to the endpoint), and a
+local endpoint (`is_local`) needs no key.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 import threading
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from turn_memory.devtools.price_model import DEEPSEEK, Prices
 
@@ -29,10 +38,52 @@ DEFAULT_RETRIES = 2
 RETRY_STATUSES = frozenset({408, 409, 429})
 MAX_BACKOFF_S = 8.0
 MAX_RETRY_AFTER_S = 60.0
+CONNECT_TIMEOUT_S = 5.0
+#: what a local server is sent when no key is set (the OpenAI client refuses an empty one)
+LOCAL_KEY = "local"
 
 
 class ProviderError(RuntimeError):
     """The provider did not answer (HTTP error, timeout, unreadable reply)."""
+
+
+class ProviderDown(ProviderError):
+    """No request to this provider can succeed (no connection, a refused key or model): the run
+    stops at the first one. `fix` says what to change."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
+def is_local(base_url: str) -> bool:
+    """An endpoint on this machine (localhost, 127.0.0.0/8, ::1): it needs no key."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def unreachable(base_url: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str | None:
+    """Why the endpoint's host and port take no TCP connection; None when they do, or when a
+    proxy from the environment stands between (the client goes through it, this check could not)."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"{base_url!r} is not an http(s) URL"
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(parts.hostname):
+        return None
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return f"cannot connect to {parts.hostname}:{port}: {exc.strerror or exc}"
 
 
 @dataclass(frozen=True)
@@ -198,8 +249,9 @@ class OpenAIProvider:
                 if not isinstance(exc, openai.OpenAIError) and not _transport_error(exc):
                     raise  # a bug here, not the provider's failure
                 if not _worth_again(exc) or attempt == self.retries:
-                    raise ProviderError(f"{where}: {self._failure(exc)}"
-                                        + (f" (after {attempt + 1} attempts)" if attempt else "")) from None
+                    message = f"{where}: {self._failure(exc)}" + (f" (after {attempt + 1} attempts)" if attempt else "")
+                    fix = _fix_for(exc)
+                    raise (ProviderDown(message, fix) if fix else ProviderError(message)) from None
                 wait = _retry_after(exc)
             with self._lock:
                 self.retried[request.purpose] += 1
@@ -210,6 +262,20 @@ class OpenAIProvider:
         if "timeout" in type(exc).__name__.lower():
             return f"no answer within {self.timeout_s:g}s"
         return str(exc)
+
+
+def _fix_for(exc: Exception) -> str | None:
+    """The fix when no later request could succeed either; None for a failure of this request only."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+        return "check --base-url, that the server runs and this machine can reach it; or try --model scripted"
+    status = getattr(exc, "status_code", None)
+    if status in (401, 403):
+        return "check the key in --api-key-env's variable"
+    if status == 404:
+        return "check --base-url and the model names (--model, --judge-model)"
+    return None
 
 
 def assemble(chunks: Any) -> Completion:

@@ -5,6 +5,7 @@ It is the scripted `FakeModel` with an `upstream` hook, so DSH's two wire protoc
 request log and the streaming are the ones every test uses. After the memory snapshot is
 taken (the capture request) nothing more is forwarded: the late work of the finished
 session (compressing the snapshot turn) is answered by the scripted stand-in at no cost.
+A provider that is down (`ProviderDown`) sets `down`, and the replay stops at once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from turn_memory.devtools.fake_model import FakeModel, FakeRequest
 from turn_memory.eval import routing
-from turn_memory.eval.provider import ChatRequest, Provider, ProviderError, Usage
+from turn_memory.eval.provider import ChatRequest, Provider, ProviderDown, ProviderError, Usage
 from turn_memory.eval.replay import Replay
 from turn_memory.eval.scenario import Scenario
 from turn_memory.eval.scripted import ScriptedProvider
@@ -49,6 +50,9 @@ class EvalProxy:
     captured: FakeRequest | None = None
     #: append every request and its answer here as JSON lines (kept with `--workdir`)
     log_path: Path | None = None
+    #: the first request the provider could not answer for good; `stopped` is set with it
+    down: ProviderDown | None = None
+    stopped: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.replay = Replay(self.scenario)
@@ -83,11 +87,17 @@ class EvalProxy:
         request = ChatRequest(purpose, req.messages, req.tools)
         if closed:  # the session is over: nothing here is measured, nothing is spent
             return self._local.complete(request).reply()
+        if self.down is not None:  # the replay is being stopped: nothing more goes to a provider that is down
+            return {"status": 502, "error": {"message": f"turn-memory eval: the provider failed: {self.down}",
+                                             "type": "upstream_error"}}
         try:
             completion = self.provider.complete(request)
         except ProviderError as exc:
             with self._lock:
                 self.forwarded.append(Forwarded(purpose, Usage(), req.messages, str(exc)))
+                if isinstance(exc, ProviderDown) and self.down is None:
+                    self.down = exc
+                    self.stopped.set()
             return {"status": 502, "error": {"message": f"turn-memory eval: the provider failed: {exc}",
                                              "type": "upstream_error"}}
         with self._lock:

@@ -3,8 +3,9 @@
 Each run gets a fresh DSH home copied from a per-engine template (stock: the profile as DSH
 ships it, compaction-basic live; turn-memory: the same profile after `turn-memory
 install`), the scenario's workspace, and a route whose context window is the scenario's.
-DSH runs in its own process group: on Ctrl-C, a timeout or any error the whole group —
-DSH, its subprocesses and turn-memory's engine — is stopped before this returns.
+DSH runs in its own process group: on Ctrl-C, a timeout, a provider that is down or any
+error the whole group — DSH, its subprocesses and turn-memory's engine — is stopped before
+this returns.
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ ENGINES = (STOCK, TURN_MEMORY)
 #: the memory measured is the steady state: each turn's compression lands before the next
 #: turn starts, however slow the provider (a user's default lets a late one land later)
 EVAL_OVERRIDES = {"turns": {"landingBarrier": True}}
+#: the scripted model's run is exact: nothing in it may depend on the clock. How many workers
+#: share a turn (`turns.maxParts`) is read off the measured worker speed and turn pace, and jobs
+#: that run side by side finish in any order, while the landing barrier waits only for the
+#: previous turn's: so turns landed at different points (one block, or one by one) run to run
+SCRIPTED_OVERRIDES = {"turns": {"maxParts": 1, "concurrentJobs": 1}}
 #: turn-memory's waits a slow provider could outlast, in seconds: each is raised to the replay's
 #: limit (unless `--set`), so that a slow worker, hint or `/compact` is waited for, not skipped
 PATIENT_S = ("turns.landingWaitS", "turns.workerTimeoutS", "turns.jobTimeoutS", "thoughtHints.timeoutS",
@@ -43,14 +49,19 @@ PATIENT_MS = ("engine.manualTimeoutMs",)
 #: of those, the waits the shim adds up on one timer (config.py bounds each)
 PRE_STEP_WAITS = ("turns.landingWaitS", "compaction.rewriteWaitS", "compaction.workerTimeoutS")
 STOP_GRACE_S = 5.0
+#: how often a replay looks whether the provider went down
+STOP_POLL_S = 0.2
 #: placeholder model URL of the templates; each run's home points at its own proxy
 _NO_MODEL = "http://127.0.0.1:9"
 
 
-def eval_overrides(timeout_s: float, user_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+def eval_overrides(timeout_s: float, user_keys: frozenset[str] = frozenset(), *,
+                   scripted: bool = False) -> dict[str, Any]:
     """The turn-memory config the eval adds for a replay limited to `timeout_s` (`user_keys`: the
-    keys the user `--set`, kept as they are)."""
+    keys the user `--set`, kept as they are; `scripted`: the scripted model's run, pinned)."""
     out: dict[str, Any] = {section: dict(values) for section, values in EVAL_OVERRIDES.items()}
+    for section, values in (SCRIPTED_OVERRIDES if scripted else {}).items():
+        out.setdefault(section, {}).update({k: v for k, v in values.items() if f"{section}.{k}" not in user_keys})
     defaults = EngineConfig()
     for key in (*PATIENT_S, *PATIENT_MS):
         if key in user_keys:
@@ -124,6 +135,7 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
             os.killpg(proc.pid, signal.SIGTERM)
             deadline = time.monotonic() + STOP_GRACE_S
             while time.monotonic() < deadline:
+                proc.poll()  # reap DSH itself: a dead leader left a zombie would keep its group "alive"
                 try:
                     os.killpg(proc.pid, 0)
                 except ProcessLookupError:
@@ -152,8 +164,10 @@ def _uninterrupted() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> int:
-    """Run DSH to the end of its tasks; the group is stopped on any exit from here."""
+def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path,
+            stop: threading.Event | None = None) -> int | None:
+    """Run DSH to the end of its tasks, or until `stop` is set (None then); the group is stopped
+    on any exit from here."""
     # its own process group (the other one of each pair is Popen's default); an if statement,
     # so the checker takes the Windows-only constant as Windows-only
     if sys.platform == "win32":
@@ -163,10 +177,16 @@ def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> in
     with open(log_dir / "dsh.stdout", "wb") as out, open(log_dir / "dsh.stderr", "wb") as err:
         proc = subprocess.Popen(argv, cwd=home.workspace, env=home.env(), stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, creationflags=creationflags, start_new_session=new_session)
+        deadline = time.monotonic() + timeout
         try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise RunFailed(f"DSH did not finish within {timeout:.0f}s") from None
+            while True:
+                try:
+                    return proc.wait(timeout=min(STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set():
+                        return None
+                    if time.monotonic() >= deadline:
+                        raise RunFailed(f"DSH did not finish within {timeout:.0f}s") from None
         finally:
             with _uninterrupted():
                 _stop_group(proc)  # also after a normal exit: nothing DSH started may outlive it
@@ -174,7 +194,9 @@ def run_dsh(home: DshHome, argv: list[str], timeout: float, log_dir: Path) -> in
 
 def run_scenario(scenario: Scenario, engine: str, template: Path, workdir: Path, proxy: EvalProxy,
                  runtime: Runtime, *, timeout: float, command_timeout_s: float,
-                 user_keys: frozenset[str] = frozenset()) -> EngineRun:
+                 user_keys: frozenset[str] = frozenset(), scripted: bool = False) -> EngineRun:
+    """Raises `ProviderDown` as soon as the provider is (the replay is stopped), `RunFailed`
+    when DSH did not open a session or outlasted `timeout`."""
     root = workdir / f"{scenario.name}-{engine}"
     shutil.copytree(template, root, symlinks=True)
     home = DshHome(root, runtime, proxy.base_url, context_window=scenario.window,
@@ -184,12 +206,14 @@ def run_scenario(scenario: Scenario, engine: str, template: Path, workdir: Path,
     engine_log = root / "turn-memory-engine.log"
     overrides = None
     if engine == TURN_MEMORY:
-        overrides = eval_overrides(timeout, user_keys)
+        overrides = eval_overrides(timeout, user_keys, scripted=scripted)
         overrides.setdefault("engine", {})["logFile"] = str(engine_log)
     argv, report = home.run_argv(driver_tasks(scenario), engine_overrides=overrides,
                                  driver={"commandTimeoutMs": int(command_timeout_s * 1000)})
     started = time.monotonic()
-    code = run_dsh(home, argv, timeout, root)
+    code = run_dsh(home, argv, timeout, root, proxy.stopped)
+    if proxy.down is not None:
+        raise proxy.down
     records = home.read_report(report)
     seconds = time.monotonic() - started
     session = next((r["session"] for r in records if "session" in r), None)

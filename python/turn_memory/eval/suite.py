@@ -2,12 +2,13 @@
 
 It owns the order of the work and nothing else: one DSH template per engine, then per
 scenario three passes. First each engine's replay (a proxy, `session_run`, `measure`), in
-`order`; then every probe asked against each engine's memory; then every answer judged. So
+`order`; then every probe asked against each engine's memory (from memory, then, where the
+engine offers it, with read_session_history); then every answer judged. So
 whoever plays the model (a relayed or human-played one) writes both engines' memory before it
 sees a question, and answers every question before it sees a reference answer; the default
 order, turn-memory first, has its per-turn workers written before stock's summary request
-shows the whole session. A Ctrl-C raises through it; what finished (judged) is in `results`,
-and `current` says what was cut short.
+shows the whole session. A Ctrl-C, or a provider that is down (`ProviderDown`), raises through
+it; what finished (judged) is in `results`, and `current` says what was cut short.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Callable
 from turn_memory.config import EngineConfig
 from turn_memory.devtools.runtime import Runtime
 from turn_memory.eval.measure import EngineResult, measure
-from turn_memory.eval.probes import ProbeAsker, judge
+from turn_memory.eval.probes import ProbeAsker, ProbeResult, judge, offers_history
 from turn_memory.eval.provider import Provider
 from turn_memory.eval.proxy import CAPTURE_TEXT, EvalProxy
 from turn_memory.eval.report import ScenarioResult
@@ -66,9 +67,7 @@ class SuiteRun:
             result.engines = {e: measured[e] for e in ENGINES if e in measured}  # the report's order
             self.results.append(result)
             for engine, m in result.engines.items():
-                scores = [p.score for p in m.probes if p.score is not None]
-                self.say(f"{where}: {engine} " + (f"mean probe score {mean(scores):.2f}" if scores
-                                                  else "no probe answered"))
+                self.say(f"{where}: {engine} {progress(m.probes, m.history_probes, self.provider.scripted)}")
         self.current = None
 
     def _replays(self, scenario: Scenario, where: str, templates: dict[str, Path],
@@ -94,28 +93,47 @@ class SuiteRun:
         proxy = EvalProxy(scenario, self.provider, log_path=log).start()
         try:
             run = run_scenario(scenario, engine, template, self.workdir, proxy, runtime, timeout=self.timeout,
-                               command_timeout_s=self.timeout,
+                               command_timeout_s=self.timeout, scripted=self.provider.scripted,
                                user_keys=frozenset(s.partition("=")[0].strip() for s in self.settings))
         finally:
             proxy.stop()
         return measure(scenario, run)
 
     def _ask(self, scenario: Scenario, measured: dict[str, EngineResult]) -> None:
-        """Pass 2: every probe, against each engine's memory."""
+        """Pass 2: every probe, against each engine's memory: from memory (no tool), then with
+        read_session_history where the engine offers it."""
         for engine, m in measured.items():
             if m.snapshot is None:
                 continue
             self.current = f"{scenario.name} ({engine} probes)"
-            asker = ProbeAsker(self.provider, m.snapshot.messages, m.snapshot.tools, CAPTURE_TEXT, m.snapshot.turns,
-                               self.config.sessionHistory.maxReadChars)
-            m.probes.extend(asker.ask(probe, scenario.facts_of(probe)) for probe in scenario.probes)
+            for use_history, into in ((False, m.probes), (True, m.history_probes)):
+                if use_history and not offers_history(m.snapshot.tools):
+                    continue
+                asker = ProbeAsker(self.provider, m.snapshot.messages, m.snapshot.tools, CAPTURE_TEXT,
+                                   m.snapshot.turns, self.config.sessionHistory.maxReadChars, use_history)
+                into.extend(asker.ask(probe, scenario.facts_of(probe)) for probe in scenario.probes)
 
     def _judge(self, scenario: Scenario, measured: dict[str, EngineResult]) -> None:
         """Pass 3: every answer judged, once all are in."""
         self.current = f"{scenario.name} (judging)"
         for engine, m in measured.items():
-            for answered in m.probes:
+            for answered in [*m.probes, *m.history_probes]:
                 judge(self.provider, answered, scenario.facts_of(answered.probe))
                 if self.verbose:
-                    self.say(f"    {engine} {answered.probe.id} ({answered.probe.dimension}): {answered.score} — "
+                    how = "with history" if answered.with_history else "from memory"
+                    self.say(f"    {engine} {answered.probe.id} ({answered.probe.dimension}, {how}): {answered.score} — "
                              f"{answered.reason}")
+
+
+def _mean_score(probes: list[ProbeResult]) -> float | None:
+    scores = [p.score for p in probes if p.score is not None]
+    return mean(scores) if scores else None
+
+
+def progress(memory: list[ProbeResult], history: list[ProbeResult], scripted: bool) -> str:
+    """An engine's line once its scenario is judged: the mean from memory, and with history apart."""
+    kept, searched = _mean_score(memory), _mean_score(history)
+    if kept is None:
+        return "no probe answered"
+    what = "scripted probe check (machinery, not a model)" if scripted else "mean probe score"
+    return f"{what} {kept:.2f} from memory" + (f", {searched:.2f} with history search" if searched is not None else "")

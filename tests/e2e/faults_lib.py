@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from helpers import text_of
+from helpers import text_of, turn_rewrite
 from turn_memory.devtools.dsh_home import DshHome, RunResult
 from turn_memory.devtools.fake_model import FakeModel, FakeRequest
 from turn_memory.host.dialects import RC8, V02
@@ -53,24 +53,24 @@ def worker_turn(request: FakeRequest) -> int:
     return int(re.search(r"memory editor for turn (\d+)", request.all_text()).group(1))
 
 
-def current_ids(request: FakeRequest) -> list[str]:
-    """The worker's current node ids: from the newest catalog it was shown (an accepted
-    replacement's answer, else its task prompt)."""
+def current_catalog(request: FakeRequest) -> str:
+    """The newest catalog the worker was shown (an accepted replacement's answer, else its task prompt)."""
     for message in reversed(request.messages):
-        ids = _IDS.findall(text_of(message))
-        if ids:
-            return ids
-    return []
+        text = text_of(message)
+        if _IDS.search(text):
+            return text
+    return ""
+
+
+def current_ids(request: FakeRequest) -> list[str]:
+    """The worker's current node ids, from its newest catalog."""
+    return _IDS.findall(current_catalog(request))
 
 
 def fold(request: FakeRequest, label: str = "") -> dict[str, Any]:
-    """Fold the whole current turn into user + assistant, then finish."""
-    turn, ids = worker_turn(request), current_ids(request)
-    return {"tool_calls": [
-        {"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-            {"role": "user", "content": f"COMPRESSED-USER{label} of turn {turn}."},
-            {"role": "assistant", "content": f"COMPRESSED-ASSISTANT{label} of turn {turn}."}]}},
-        {"name": "finish_turn_compression", "arguments": {}}]}
+    """Compress the whole current turn (helpers.turn_rewrite: either form), then finish."""
+    calls = turn_rewrite(current_catalog(request), worker_turn(request), label)
+    return {"tool_calls": [*calls, {"name": "finish_turn_compression", "arguments": {}}]}
 
 
 def tool_turn(fake: FakeModel, k: int | str) -> str:

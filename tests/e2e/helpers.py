@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from turn_memory.devtools.dsh_home import DshHome
@@ -90,3 +92,31 @@ def worker_task_problems(requests: list[Any]) -> list[str]:
             if message.get("role") == "user":
                 problems.append(f"request {request.index}: {text_of(message)[:100]!r} follows the task")
     return problems
+
+
+#: a turn worker's catalog line: id, role, state (`fixed`: an assistant node the host keeps as it is), preview
+_CATALOG_LINE = re.compile(r"^- ((?:t\d+\.)?[nr]\d+) · (user|assistant|tool) · [^·]+ · (\w+) · capacity \d+(?: · (.*))?$",
+                           re.M)
+
+
+def turn_rewrite(catalog: str, turn: int, label: str = "") -> list[dict[str, Any]]:
+    """The replace calls that compress one turn's catalog lines as its host's workers may:
+    where the assistant nodes are fixed (0.2's default, `turns.assistantNodes`) the opening user
+    nodes become `COMPRESSED-USER{label} of turn N.` and each unchanged tool result
+    `COMPRESSED-RESULT{label} of turn N.`, in place; else the whole turn folds into that user
+    node and `COMPRESSED-ASSISTANT{label} of turn N.`."""
+    nodes = _CATALOG_LINE.findall(catalog)
+    if not nodes:
+        return []
+    user = {"role": "user", "content": f"COMPRESSED-USER{label} of turn {turn}."}
+    if not any(state == "fixed" for _, _, state, _ in nodes):
+        return [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
+            user, {"role": "assistant", "content": f"COMPRESSED-ASSISTANT{label} of turn {turn}."}]}}]
+    head = next((i for i, (_, role, _, _) in enumerate(nodes) if role != "user"), len(nodes))
+    # one short request of the person's stays as it is: the rewrite would not be shorter
+    short = head == 1 and not nodes[0][3].endswith("…") and len(nodes[0][3]) <= len(str(user["content"]))
+    calls = [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[head - 1][0],
+                                                          "nodes": [user]}}] if head and not short else []
+    return calls + [{"name": "replace_turn_nodes", "arguments": {"from": node_id, "to": node_id, "nodes": [
+        {"role": "tool", "content": f"COMPRESSED-RESULT{label} of turn {turn}."}]}}
+        for node_id, role, state, _ in nodes[head:] if role == "tool" and state == "unchanged"]

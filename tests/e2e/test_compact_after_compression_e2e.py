@@ -11,29 +11,25 @@ import subprocess
 
 import pytest
 
-from helpers import host_problems, reload, text_of, transactions
+from helpers import host_problems, reload, text_of, transactions, turn_rewrite
 from turn_memory.host.markers import marker_of
 from turn_memory.logs.reader import session_log_for
 
 pytestmark = pytest.mark.e2e
 
-CATALOG = re.compile(r"^- (n\d+) · ", re.M)
 TURN = re.compile(r"memory editor for turn (\d+)")
 #: the start of prompts/compact-summary.md: the one summary request of `compaction.method: summary`
 SUMMARY_PROMPT = "Stop the conversation here."
 
 
 def worker(req):
-    """The scripted turn worker: folds every node of its turn into two, replace and finish in one reply."""
+    """The scripted turn worker: compresses its turn (helpers.turn_rewrite: either form),
+    replace and finish in one reply."""
     if "replace_turn_nodes" not in req.tool_names:
         return None
     prompt = next(text_of(m) for m in reversed(req.messages) if m["role"] == "user" and TURN.search(text_of(m)))
-    turn, ids = TURN.search(prompt).group(1), CATALOG.findall(prompt)
-    return {"tool_calls": [
-        {"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-            {"role": "user", "content": f"COMPRESSED-USER {turn}: probe the parser."},
-            {"role": "assistant", "content": f"COMPRESSED-ASSISTANT {turn}: the probe passed."}]}},
-        {"name": "finish_turn_compression", "arguments": {}}]}
+    calls = turn_rewrite(prompt, int(TURN.search(prompt).group(1)))
+    return {"tool_calls": [*calls, {"name": "finish_turn_compression", "arguments": {}}]}
 
 
 def tool_turn(fake, k: int, output_lines: int) -> str:
@@ -91,7 +87,7 @@ def test_a_compression_ready_but_not_landed_is_folded_in_its_compressed_form(hom
     # the one summary request read turn 2 compressed (turn 1 had landed compressed already)
     (summary,) = [r for r in fake.requests if SUMMARY_PROMPT in r.all_text()]
     read = summary.all_text()
-    assert "COMPRESSED-ASSISTANT 2" in read and "raw2-0001" not in read and "raw1-0001" not in read
+    assert "COMPRESSED-USER of turn 2." in read and "raw2-0001" not in read and "raw1-0001" not in read
     log = engine_log.read_text()
     assert "turn(s) 2 in their finished compressed form" in log
     assert re.search(r"turn 2: the checkpoint at seq \d+ folded this compressed turn", log)

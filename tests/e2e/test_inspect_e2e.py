@@ -23,9 +23,12 @@ AGENT_TURN_1 = [
     {"text": "Looking at the parser.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo probe-one", "description": "a"}}]},
     "Turn one done: parse() now returns [] on empty input.",
 ]
-FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n5", "nodes": [
-    {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."},
-    {"role": "assistant", "content": "COMPRESSED-ASSISTANT: parse() returns [] on empty input."}]}}]}
+#: the default form on both hosts: the user nodes merge, the result shrinks, the assistant nodes stay
+IN_PLACE = {"tool_calls": [
+    {"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n2", "nodes": [
+        {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."}]}},
+    {"name": "replace_turn_nodes", "arguments": {"from": "n4", "to": "n4", "nodes": [
+        {"role": "tool", "content": "COMPRESSED-RESULT: probe-one."}]}}]}
 FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
 
 
@@ -67,7 +70,7 @@ def assert_agrees(home, cli: str, path: Path) -> dict[str, Any]:
 
 def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake, tm_cli):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
-    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
     run = home.run(["Please fix the parser: empty input crashes it.", "Second task: add a regression test.",
                     {"sleepMs": 1500}],  # time for turn 2's pending marker
                    engine_overrides={"turns": {"landingBarrier": True}})  # turn 1 lands in turn 2's first step
@@ -76,7 +79,8 @@ def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake, tm_cli):
     assert path.name == {"rc8": "session.jsonl.zstd", "v021": "session.v4.jsonl.zstd"}[home.host]
     report = assert_agrees(home, tm_cli, path)
     first = report["turns"][0]
-    assert first["state"] == "compressed" and first["after"]["nodes"] == 2 < first["before"]["nodes"]
+    assert (first["state"], first["landing"]) == ("compressed", "in-place")
+    assert first["after"]["nodes"] < first["before"]["nodes"] and first["after"]["tokens"] < first["before"]["tokens"]
     assert report["savings"]["tokens"] > 0
 
 

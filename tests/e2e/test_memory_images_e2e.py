@@ -39,8 +39,13 @@ SHOT = "sha256:" + hashlib.sha256(PNG).hexdigest()  # DSH's local attachment sto
 MARKER = f'<memory-image ref="{SHOT}" type="image/png" size="2x2" bytes="{len(PNG)}" name="shot.png" />'
 
 
-def fold(user: str) -> dict[str, Any]:
-    # turn 1 = user (text + image), runtime snapshot, assistant answer
+def fold(user: str, home: Any) -> dict[str, Any]:
+    """Turn 1 = user (text + image), runtime snapshot, assistant answer: the user node and the
+    snapshot become `user`, and where the host's workers may rewrite assistants (rc8) the answer
+    too; on 0.2 it stays as it is (`turns.assistantNodes`)."""
+    if home.dialect.keeps_assistants("auto"):
+        return {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n2", "nodes": [
+            {"role": "user", "content": user}]}}]}
     return {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n3", "nodes": [
         {"role": "user", "content": user},
         {"role": "assistant", "content": "COMPRESSED-ASSISTANT: the screenshot shows a red square."}]}}]}
@@ -79,7 +84,7 @@ def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(ho
     fake.push("turn", "I see a red square on the chart. IMAGE-SEEN",
               read_image(SHOT), read_image(FORGED), "The square was red. SECOND-DONE")
     # the first worker drops the marker: its finish is refused; it puts the marker back and finishes
-    fake.add_rule(IS_WORKER, replies=[fold("COMPRESSED-USER: a screenshot of the broken chart."), FINISH,
+    fake.add_rule(IS_WORKER, replies=[fold("COMPRESSED-USER: a screenshot of the broken chart.", home), FINISH,
                                       {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "r1", "nodes": [
                                           {"role": "user", "content": f"COMPRESSED-USER: screenshot {MARKER}"}]}}]},
                                       FINISH])
@@ -125,7 +130,7 @@ def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(ho
 def test_read_memory_image_on_a_text_only_model_is_refused(home, fake):
     task = with_image(home)
     fake.push("turn", "I see a red square. IMAGE-SEEN", "Noted. SECOND-DONE")
-    fake.add_rule(IS_WORKER, replies=[fold(f"COMPRESSED-USER: screenshot {MARKER}"), FINISH])
+    fake.add_rule(IS_WORKER, replies=[fold(f"COMPRESSED-USER: screenshot {MARKER}", home), FINISH])
     fake.add_rule(IS_WORKER, reply="nothing to do", times="always")
     run = home.run([task, "Thanks."], engine_overrides={"turns": {"landingBarrier": True}})  # turn 1 lands in turn 2
     assert run.returncode == 0, (run.records, run.stderr[-3000:])

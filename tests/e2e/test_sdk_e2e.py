@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload, text_of
-from test_turn_compression_e2e import AGENT_TURN_1, FINISH, FOLD, IS_WORKER, TASK_1, worker_requests
+from test_turn_compression_e2e import AGENT_TURN_1, FINISH, IN_PLACE, IS_WORKER, TASK_1, worker_requests
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.host.markers import marker_of
 
@@ -26,7 +26,7 @@ def sdk_home(host_runtime, fake, tmp_path) -> DshHome:
 
 def test_sdk_sessions_are_compressed_and_resume(sdk_home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after resuming. THIRD-DONE")
-    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
     fake.add_rule(IS_WORKER, reply=FINISH, times="always")  # turn 2's workers keep it as it is
     # the script does other work after its turns and before its first one (as scripts do): DSH
     # closing the runtime drains its subagents, which aborts a worker still running (it is retried

@@ -46,7 +46,8 @@ def test_agent_reads_back_a_compressed_turn_with_reasoning_and_searches_only_its
               call({"turn": 9}), "All read. DONE")
     run = home.run([{"spawn": "other", "tasks": [f"Remember {OTHER_SECRET} please.", "Thanks."]}, {"join": "other"},
                     "What power does the device need?", "Check what you found earlier."],
-                   engine_overrides={"turns": {"landingBarrier": True}})
+                   # a worker that may rewrite the reasoning away (0.2 keeps it by default)
+                   engine_overrides={"turns": {"landingBarrier": True, "assistantNodes": "rewrite"}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed", "completed"]
     assert [t["reason"]["kind"] for t in run.tasks("other")] == ["completed", "completed"]

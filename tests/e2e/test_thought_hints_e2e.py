@@ -26,7 +26,8 @@ HINT = "- HINT-NAV-7: trailing token lost without a final newline; parser ruled 
 # turn 1 is small: with the landing barrier on, from turn 2 on DSH's pre-step waits for a
 # booting engine, so the engine is surely listening when turn 2's reasoning block ends (the
 # live path); the barrier also lands turn 2 before turn 3's request
-BARRIER = {"landingBarrier": True}
+# and workers that may rewrite the reasoning (0.2 keeps it by default, and then asks no hint)
+BARRIER = {"landingBarrier": True, "assistantNodes": "rewrite"}
 TASKS = ["Say hi.", TASK, "Third task: add a regression test."]
 AGENT_TURNS = [
     "Hi. ZERO-DONE",

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from helpers import engine_connected, reload, text_of
+from helpers import engine_connected, reload, text_of, turn_rewrite
 from turn_memory.host.markers import marker_of
 
 pytestmark = pytest.mark.e2e
@@ -34,29 +34,14 @@ def worker_turn(request) -> int:
 
 
 def fold(request) -> dict:
-    """One worker request: rewrite each turn of its catalog, then finish. Where the assistant
-    nodes are fixed (0.2's default) its user nodes become one and each tool result a short one,
-    in place; else the whole turn folds into user + assistant."""
-    nodes = re.findall(r"^- ((?:t\d+\.)?n\d+) · (\w+) · [^·]+ · (\w+) · ", request.last_user_text, re.M)
-    by_turn: dict[int, list[tuple[str, str, str]]] = {}
-    for node in nodes:
-        node_id = node[0]
-        turn = int(node_id[1:node_id.index(".")]) if node_id.startswith("t") else worker_turn(request)
-        by_turn.setdefault(turn, []).append(node)
-    calls = []
-    for turn, turn_nodes in by_turn.items():
-        if not any(state == "fixed" for _, _, state in turn_nodes):
-            calls.append({"name": "replace_turn_nodes", "arguments": {
-                "from": turn_nodes[0][0], "to": turn_nodes[-1][0], "nodes": [
-                    {"role": "user", "content": f"COMPRESSED-USER of turn {turn}."},
-                    {"role": "assistant", "content": f"COMPRESSED-ASSISTANT of turn {turn}."}]}})
-            continue
-        users = [node_id for node_id, role, _ in turn_nodes[:next(i for i, n in enumerate(turn_nodes) if n[1] != "user")]]
-        calls.append({"name": "replace_turn_nodes", "arguments": {"from": users[0], "to": users[-1], "nodes": [
-            {"role": "user", "content": f"COMPRESSED-USER of turn {turn}."}]}})
-        calls += [{"name": "replace_turn_nodes", "arguments": {"from": node_id, "nodes": [
-            {"role": "tool", "content": f"COMPRESSED-RESULT of turn {turn}."}]}}
-            for node_id, role, _ in turn_nodes if role == "tool"]
+    """One worker request: compress each turn of its catalog (helpers.turn_rewrite: either
+    form), then finish."""
+    by_turn: dict[int, list[str]] = {}
+    for line in request.last_user_text.splitlines():
+        found = re.match(r"^- (?:t(\d+)\.)?n\d+ · ", line)
+        if found:
+            by_turn.setdefault(int(found.group(1) or worker_turn(request)), []).append(line)
+    calls = [c for turn, lines in by_turn.items() for c in turn_rewrite("\n".join(lines), turn)]
     return {"tool_calls": [*calls, {"name": "finish_turn_compression", "arguments": {}}]}
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from helpers import reload, text_of
 from turn_memory.devtools.scripted_workers import worker_responder
+from turn_memory.host.dialect import is_runtime_context
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
@@ -26,6 +27,14 @@ FOLD = {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": "n1"
     {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."},
     {"role": "assistant", "content": "COMPRESSED-ASSISTANT: probed with echo; parse() returns [] on empty input."}]}}]}
 FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
+#: the default on 0.2 (`turns.assistantNodes`): the assistant nodes stay, the user nodes and results shrink
+IN_PLACE = {"tool_calls": [
+    {"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n2", "nodes": [
+        {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."}]}},
+    *({"name": "replace_turn_nodes", "arguments": {"from": n, "to": n, "nodes": [
+        {"role": "tool", "content": f"COMPRESSED-RESULT of {n}."}]}} for n in ("n4", "n6"))]}
+#: turn 1 landed in place: its assistant nodes and results keep their places
+IN_PLACE_ROLES = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
 
 
 def agent_requests(fake):
@@ -41,8 +50,15 @@ def conversation(request) -> list[tuple[str, str]]:
 
 
 def turn1_roles(home, events) -> list[str]:
+    """Turn 1's roles, tool results as `tool` on either host, less a runtime snapshot rc8
+    restated after it (a landing that shadows the snapshot rc8 retains restates it)."""
     log = SessionLog(home.dialect, events)
-    return [log.message_of(s)["role"] for s in turn_nodes(log, 1)]
+    nodes = turn_nodes(log, 1)
+    if nodes and is_runtime_context(log.message_of(nodes[-1]).get("source")):
+        nodes = nodes[:-1]
+    tool = home.dialect.tool_result_role
+    return ["tool" if log.message_of(s)["role"] == tool and log.events[s]["type"] == "tool/result" else
+            log.message_of(s)["role"] for s in nodes]
 
 
 def compression_marks(events, turn):
@@ -51,12 +67,14 @@ def compression_marks(events, turn):
 
 #: the opt-in landing barrier: each turn's first request waits for the previous turn's landing
 BARRIER = {"turns": {"landingBarrier": True}}
+#: with workers that may rewrite assistant nodes (0.2: the tail form at the next turn's first step)
+BARRIER_REWRITE = {"turns": {"landingBarrier": True, "assistantNodes": "rewrite"}}
 
 
 def test_with_the_landing_barrier_the_turn_lands_as_two_nodes_and_the_next_request_carries_it(home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after reopening. THIRD-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
-    run = home.run([TASK_1, "Second task: add a regression test.", {"measure": True}], engine_overrides=BARRIER)
+    run = home.run([TASK_1, "Second task: add a regression test.", {"measure": True}], engine_overrides=BARRIER_REWRITE)
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert [t["reason"]["kind"] for t in run.tasks()] == ["completed", "completed"]
 
@@ -85,7 +103,7 @@ def test_with_the_landing_barrier_the_turn_lands_as_two_nodes_and_the_next_reque
     assert headers and not any(WORKER_TOOLS & {t["name"] for t in e["data"]["header"].get("tools", [])} for e in headers)
 
     # a new DSH process reopens the session and continues
-    again = home.run(["Third task after reopening."], resume=run.session_id, engine_overrides=BARRIER)
+    again = home.run(["Third task after reopening."], resume=run.session_id, engine_overrides=BARRIER_REWRITE)
     assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
     reload(home, home.session_log(run.session_id)[1])
 
@@ -102,7 +120,8 @@ def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
             {"role": "assistant", "content": "COMPRESSED-ASSISTANT: done."}]}}]},
         FINISH])
     # the barrier keeps turn 2 from ending the session before the fork and the spawn are done
-    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"workerAttempts": 1, "landingBarrier": True}})
+    run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"workerAttempts": 1, "landingBarrier": True,
+                                                                         "assistantNodes": "rewrite"}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     workers = worker_requests(fake)
     spawn_first = workers[2]
@@ -119,7 +138,7 @@ def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
 def test_stopped_before_landing_then_landed_exactly_once(home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
     fake.add_rule(IS_WORKER, reply={"text": "slow worker", "delay_ms": 15000})  # DSH exits before it answers
-    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
     first = home.run([TASK_1, {"sleepMs": 1500}])  # time for the engine to mark the turn pending
     assert first.returncode == 0, (first.records, first.stderr[-2000:])
     _, events = home.session_log(first.session_id)
@@ -129,7 +148,7 @@ def test_stopped_before_landing_then_landed_exactly_once(home, fake):
     assert second.returncode == 0, (second.records, second.stderr[-2000:])
     _, events = home.session_log(first.session_id)
     landed = compression_marks(events, 1)
-    assert len(landed) == 1 and turn1_roles(home, events) == ["user", "assistant"]
+    assert len(landed) == 1 and turn1_roles(home, events) == IN_PLACE_ROLES
     surface_after_second = SessionLog(home.dialect, events).nodes
 
     third = home.run([], resume=first.session_id)
@@ -151,8 +170,7 @@ def test_a_worker_stuck_on_malformed_calls_is_stopped_and_the_turn_stays_raw(hom
     # stream parser already ends a worker's turn at its first malformed call (1 request each)
     assert len(worker_requests(fake)) == {"rc8": 8, "v021": 2}[home.host]
     _, events = home.session_log(run.session_id)
-    tool = home.dialect.tool_result_role  # rc8 carries tool results in the user role
-    assert turn1_roles(home, events) == ["user", "user", "assistant", tool, "assistant", tool, "assistant"]
+    assert turn1_roles(home, events) == ["user", "user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert compression_marks(events, 1) == []
     reload(home, events)
 
@@ -164,7 +182,7 @@ def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_worker
     from turn_memory.host.session_dirs import encode_segment
 
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
-    fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
+    fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
     first = home.run([TASK_1, {"sleepMs": 4000}])  # the worker finishes; no later turn lands it
     assert first.returncode == 0, (first.records, first.stderr[-2000:])
     _, events = home.session_log(first.session_id)
@@ -178,7 +196,7 @@ def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_worker
     assert second.returncode == 0, (second.records, second.stderr[-2000:])
     assert len(worker_requests(fake)) == workers_before  # no worker ran again
     _, events = home.session_log(first.session_id)
-    assert len(compression_marks(events, 1)) == 1 and turn1_roles(home, events) == ["user", "assistant"]
+    assert len(compression_marks(events, 1)) == 1 and turn1_roles(home, events) == IN_PLACE_ROLES
     first_of_turn2 = next(r for r in agent_requests(fake) if "Second task after a restart." in r.all_text())
     assert conversation(first_of_turn2)[0][1].startswith("COMPRESSED-USER")
     assert not kept.exists()  # deleted once landed

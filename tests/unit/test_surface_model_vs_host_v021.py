@@ -163,6 +163,12 @@ def _mode2(editor: TurnNodeEditor) -> None:
     editor.replace(_tool_id(editor), None, [Output("tool", "[2]")])
 
 
+def _kept(editor: TurnNodeEditor) -> None:
+    """0.2's default: the assistant nodes stay; the user nodes merge and the result shrinks."""
+    editor.replace("n1", "n2", [Output("user", "t1")])
+    editor.replace(_tool_id(editor), None, [Output("tool", "[2]")])
+
+
 def _mode3(editor: TurnNodeEditor) -> None:
     editor.replace(_tool_id(editor), None, [Output("tool", "[2]")])
     editor.replace(editor.nodes[-1].id, None, [Output("assistant", "Ok.")])
@@ -298,6 +304,10 @@ def _cases() -> dict[str, Case]:
         "ok-noop-marker": _case(PRESTEP, _landing(PRESTEP, lambda e: None)),
         "ok-mode1-noop-between-turns": _case(PENDING, _landing(PENDING, lambda e: None)),
         "ok-mode2-in-place": _case(PRESTEP, _landing(PRESTEP, _mode2)),
+        "ok-assistants-kept-users-merged-in-place": _case(PRESTEP, _landing(PRESTEP, _kept)),
+        "ok-assistants-kept-in-place-in-the-loops-step": _case(INSTEP, _landing(INSTEP, _kept, open_step=1), after=[
+            {"type": "user/message", "data": user_message("third task"), "surfaceOp": "append"},
+            {"type": "step/end", "data": {"turn": 3, "step": 1}}]),
         "ok-tool-result-rewrite": _case(PRESTEP, _landing(PRESTEP, lambda e: e.replace(_tool_id(e), None, [Output("tool", "[2]")]))),
         "ok-mode3-in-the-loops-step": _case(INSTEP, _landing(INSTEP, _mode3, open_step=1),
                                             after=[{"type": "step/end", "data": {"turn": 3, "step": 1}}]),

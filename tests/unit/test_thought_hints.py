@@ -72,8 +72,12 @@ def reasoning_turn_host(dialect=RC8, text: str = THOUGHT) -> FakeHost:
     """One completed-but-for-turn/end turn whose first step reasons at length."""
     b = LogBuilder(dialect)
     b.add("permission/preset", {"preset": "workspace-write"})
+    # 0.2's header holds neither the system prompt (a system/message instead) nor an empty tool list
+    extra = {} if dialect.protects_system_head else {"system": "agent system", "tools": []}
     b.add("request/header", {"header": {"config": {"provider": "deepseek-official", "model": "deepseek-v4-flash"},
-                                        "system": "agent system", "tools": []}})
+                                        **extra}})
+    if dialect.protects_system_head:
+        b.system()
     add_turn(b, Shape())
     for event in b.events:
         if event["type"] == "assistant/message":
@@ -148,6 +152,24 @@ def test_a_long_live_block_is_requested_once_and_the_turn_takes_it():
     assert user == THOUGHT and system == render_prompt("thought-hints", {})
     assert [(h.block.step, h.text) for h in taken] == [(1, "- HINT: lexer drops the last token")]
     assert hints.started(SESSION, 1) == []  # taken hints are dropped, never kept
+
+
+@pytest.mark.parametrize("assistants, calls", [("auto", 0), ("rewrite", 1)])
+def test_on_02_no_hint_is_asked_while_the_workers_keep_the_reasoning_as_it_is(assistants, calls):
+    """0.2's default keeps the assistant nodes, reasoning and all: a hint would help no rewrite."""
+    host, client = reasoning_turn_host(V02), Scripted()
+    config = EngineConfig.model_validate({**cfg().model_dump(), "turns": {"minTurnTokens": 0,
+                                                                          "assistantNodes": assistants}})
+    hints = HintService(client.factory)
+
+    async def scenario():
+        hints.on_stream(host.session, ReasoningBlock(1, 1, THOUGHT), lambda: host, config)  # 0.2's live path
+        host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        forward(host, config, hints)  # and the turn-end scan of the durable messages
+        await asyncio.sleep(0.01)
+
+    run(scenario())
+    assert len(client.calls) == calls
 
 
 def test_after_a_restart_the_job_requests_hints_from_the_durable_messages():

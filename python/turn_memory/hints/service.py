@@ -45,7 +45,7 @@ class HintService:
     def on_events(self, session: MirroredSession, events: list[dict[str, Any]], reset: bool,
                   port: Callable[[], HostPort], config: EngineConfig) -> None:
         hints = config.thoughtHints
-        if not hints.enabled or not config.turns.enabled or not session.is_user_session:
+        if not self._wanted(session, config):
             return
         if reset:
             # a replay of the whole log (the engine connected or reconnected): ended turns are
@@ -66,8 +66,15 @@ class HintService:
                   config: EngineConfig) -> None:
         """0.2.x: a live reasoning block-end from the agent's assistant stream."""
         hints = config.thoughtHints
-        if hints.enabled and config.turns.enabled and session.is_user_session and is_long(block, hints.minimumChars):
+        if self._wanted(session, config) and is_long(block, hints.minimumChars):
             self.start(session, block, port(), hints, "live")
+
+    @staticmethod
+    def _wanted(session: MirroredSession, config: EngineConfig) -> bool:
+        """Hints help a worker rewrite reasoning: none where the workers keep the assistant
+        nodes, reasoning and all (0.2's default, `turns.assistantNodes`)."""
+        return config.thoughtHints.enabled and config.turns.enabled and session.is_user_session \
+            and not session.log.dialect.keeps_assistants(config.turns.assistantNodes)
 
     def start_missing(self, session: MirroredSession, turn: int, port: HostPort,
                       config: ThoughtHintsConfig) -> list[ReasoningBlock]:

@@ -154,6 +154,12 @@ class Dialect:
         why = dict(self.contract_versions).get(version)
         return f"supported by contract: {why}" if why else ""
 
+    def keeps_assistants(self, setting: str) -> bool:
+        """Whether turn workers leave assistant nodes verbatim (`turns.assistantNodes`): `auto`
+        keeps them where an assistant/message can only be appended (0.2), so every turn lands
+        in place (docs/decisions.md#on-02-a-turn-keeps-its-assistant-nodes-and-lands-in-place)."""
+        return setting == "keep" or (setting == "auto" and not self.assistant_may_replace)
+
     @property
     def plugin_steps(self) -> bool:
         """May a plan open its own step/start … step/end to hold assistant nodes?

@@ -278,5 +278,6 @@ class WorkerRun:
             return result
         self.spec.log.info("%s: worker %s repeated %s with the same answer %d times; stopped", self.job_id,
                            self.current, name, count)
+        # not an error: the host ends a worker's turn only on an accepted answer that concludes
         return ToolResult(f"You made this same call {count} times and got the same answer; it will not change. "
-                          "This worker stops here.", is_error=True, conclude=True)
+                          "This worker stops here.", conclude=True)

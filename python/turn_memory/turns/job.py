@@ -44,7 +44,6 @@ from turn_memory.turns import landing_check, sidecar, split
 from turn_memory.turns.batch_run import BatchRun
 from turn_memory.turns.compression import Compression, surface_positions
 from turn_memory.turns.editor import TurnNodeEditor
-from turn_memory.turns.landing import keeps_assistants
 from turn_memory.turns.lifecycle import Lifecycle, Phase
 from turn_memory.turns.marking import Marked, mark
 from turn_memory.turns.nodes import OriginalNode, original_nodes
@@ -230,7 +229,7 @@ class TurnJob:
         for job, positions, originals in todo:
             job.compression = Compression(positions, TurnNodeEditor(
                 job.turn, originals, id_prefix=f"t{job.turn}." if prefix else "",
-                keep_assistants=keeps_assistants(job.session.log.dialect, job.config.assistantNodes)))
+                keep_assistants=job.session.log.dialect.keeps_assistants(job.config.assistantNodes)))
             work.append((job, job.compression))
         batch = self._batch = self._start_run(work)
         started = time.monotonic()
@@ -285,7 +284,7 @@ class TurnJob:
             self.stop("skipped")
             return None
         originals = original_nodes(self.session.log, positions)
-        keep = keeps_assistants(self.session.log.dialect, self.config.assistantNodes)
+        keep = self.session.log.dialect.keeps_assistants(self.config.assistantNodes)
         restored = sidecar.restore(self.results, self.session.log, self.session.id, self.turn, positions, originals,
                                    self.where, keep_assistants=keep) if self.results is not None else None
         if restored is not None:

@@ -66,12 +66,6 @@ class LandingContext:
     kept_assistants: bool = False
 
 
-def keeps_assistants(dialect: Dialect, setting: str) -> bool:
-    """Whether workers leave assistant nodes verbatim (`turns.assistantNodes`): `auto` keeps
-    them where an assistant/message can only be appended (0.2), so every turn lands in place."""
-    return setting == "keep" or (setting == "auto" and not dialect.assistant_may_replace)
-
-
 class LandingImpossible(Exception):
     """This dialect/moment cannot land this surface (nothing is appended). `transient`: a
     later landing point may (the turn or step it was asked to land in is no longer open)."""

@@ -32,7 +32,6 @@ from turn_memory.runtime.workers import WorkerRegistry
 from turn_memory.turns import eligibility, landing_check, split
 from turn_memory.turns.breaker import Breaker
 from turn_memory.turns.job import TurnJob
-from turn_memory.turns.landing import keeps_assistants
 from turn_memory.turns.lifecycle import Phase
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
@@ -116,7 +115,7 @@ class SessionTurns:
     def _facts(self, session: MirroredSession, turn: int) -> eligibility.TurnFacts:
         log_, nodes = session.log, session.log.index.turn_nodes(turn)
         fixed = [s for s in nodes if log_.events[s]["type"] == "assistant/message"] \
-            if keeps_assistants(log_.dialect, self.config.turns.assistantNodes) else []
+            if log_.dialect.keeps_assistants(self.config.turns.assistantNodes) else []
         return eligibility.TurnFacts(turn, log_.tokens(nodes), turn in session.continuations.requests,
                                      log_.tokens(fixed))
 

@@ -102,8 +102,8 @@ _CATALOG_LINE = re.compile(r"^- ((?:t\d+\.)?[nr]\d+) · (user|assistant|tool) ·
 def turn_rewrite(catalog: str, turn: int, label: str = "") -> list[dict[str, Any]]:
     """The replace calls that compress one turn's catalog lines as its host's workers may:
     where the assistant nodes are fixed (0.2's default, `turns.assistantNodes`) the opening user
-    nodes become `COMPRESSED-USER{label} of turn N.` and each unchanged tool result
-    `COMPRESSED-RESULT{label} of turn N.`, in place; else the whole turn folds into that user
+    nodes become `COMPRESSED-USER{label} of turn N.` and each unchanged tool result not already
+    as short `RN{label}`, in place; else the whole turn folds into that user
     node and `COMPRESSED-ASSISTANT{label} of turn N.`."""
     nodes = _CATALOG_LINE.findall(catalog)
     if not nodes:
@@ -113,10 +113,16 @@ def turn_rewrite(catalog: str, turn: int, label: str = "") -> list[dict[str, Any
         return [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
             user, {"role": "assistant", "content": f"COMPRESSED-ASSISTANT{label} of turn {turn}."}]}}]
     head = next((i for i, (_, role, _, _) in enumerate(nodes) if role != "user"), len(nodes))
-    # one short request of the person's stays as it is: the rewrite would not be shorter
-    short = head == 1 and not nodes[0][3].endswith("…") and len(nodes[0][3]) <= len(str(user["content"]))
+    result = f"R{turn}{label}"  # short: a rewrite never grows a turn, and tool results here are small
+
+    def short(preview: str, than: str) -> bool:
+        """A node the rewrite would not shorten (a refused finish: rewrites never grow a turn)."""
+        return not preview.endswith("…") and len(preview) <= len(than)
+
+    keep_head = head == 1 and short(nodes[0][3], str(user["content"]))
     calls = [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[head - 1][0],
-                                                          "nodes": [user]}}] if head and not short else []
+                                                          "nodes": [user]}}] if head and not keep_head else []
     return calls + [{"name": "replace_turn_nodes", "arguments": {"from": node_id, "to": node_id, "nodes": [
-        {"role": "tool", "content": f"COMPRESSED-RESULT{label} of turn {turn}."}]}}
-        for node_id, role, state, _ in nodes[head:] if role == "tool" and state == "unchanged"]
+        {"role": "tool", "content": result}]}}
+        for node_id, role, state, preview in nodes[head:] if role == "tool" and state == "unchanged"
+        and not short(preview, result)]

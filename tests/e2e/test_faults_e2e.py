@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from faults_lib import (Case, Outcome, account, current_ids, fold, is_segment_worker, is_worker, make_case,
+from faults_lib import (Case, Outcome, account, current_catalog, current_ids, fold, is_segment_worker, is_worker, make_case,
                         tool_turn, worker_turn)
 from helpers import engine_connected, text_of, transactions
 
@@ -168,10 +168,22 @@ def bad_worker_input(case: Case) -> Outcome:
     fake = case.fake
     started = {4: case.tmp / "turn4-started", 5: case.tmp / "turn5-folded"}
 
+    def pair(request, user: str, assistant: str) -> dict:
+        """The turn rewritten to `user` + `assistant`; where the host keeps the assistant nodes
+        (0.2's default) only its opening user nodes, to `user`."""
+        ids, catalog = current_ids(request), current_catalog(request)
+        if " · fixed · " not in catalog:
+            return {"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
+                {"role": "user", "content": user}, {"role": "assistant", "content": assistant}]}}
+        users = re.findall(r"^- ([nr]\d+) · user · ", catalog, re.M)
+        head = [i for i in ids[:len(users)] if i in users]
+        return {"name": "replace_turn_nodes", "arguments": {"from": head[0], "to": head[-1], "nodes": [
+            {"role": "user", "content": user}]}}
+
     def respond(request):
         if request.kind != "turn" or not is_worker(request):
             return None
-        turn, ids = worker_turn(request), current_ids(request)
+        turn = worker_turn(request)
         if turn in started:
             started[turn].write_text("yes")
         mine = sum(1 for r in fake.requests if is_worker(r) and worker_turn(r) == turn)  # this one not yet counted
@@ -180,18 +192,13 @@ def bad_worker_input(case: Case) -> Outcome:
                                    {"name": "replace_turn_nodes", "arguments": {"from": "n91", "to": "n99", "nodes": [
                                        {"role": "user", "content": "x"}]}}]}
         if turn == 2 and mine == 0:
-            return {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-                {"role": "user", "content": HUGE}, {"role": "assistant", "content": HUGE}]}},
-                {"name": "finish_turn_compression", "arguments": {}}]}
+            return {"tool_calls": [pair(request, HUGE, HUGE), {"name": "finish_turn_compression", "arguments": {}}]}
         if turn == 3:
-            return {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-                {"role": "user", "content": "REPEATED " * 400}, {"role": "assistant", "content": "REPEATED " * 400}]}},
-                {"name": "finish_turn_compression", "arguments": {}}]}
+            return {"tool_calls": [pair(request, "REPEATED " * 400, "REPEATED " * 400),
+                                   {"name": "finish_turn_compression", "arguments": {}}]}
         if turn == 4:
-            return {"tool_calls": [{"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-                {"role": "user", "content": f"压缩的第四轮：用户发来约 1 MB 的{CJK}"},
-                {"role": "assistant", "content": f"已读完，结尾是 {BIG_END}"}]}},
-                {"name": "finish_turn_compression", "arguments": {}}]}
+            return {"tool_calls": [pair(request, f"压缩的第四轮：用户发来约 1 MB 的{CJK}", f"已读完，结尾是 {BIG_END}"),
+                                   {"name": "finish_turn_compression", "arguments": {}}]}
         return fold(request)
 
     fake.responder = respond

@@ -167,6 +167,28 @@ def test_v02_a_turn_ready_turns_later_lands_in_place_keeping_its_assistants_and_
     assert [(t["turn"], t["state"], t["landing"]) for t in report["turns"]][0] == (1, "compressed", "in-place")
 
 
+def test_v02_a_turn_ready_while_it_still_ends_the_surface_lands_in_place_not_at_the_tail():
+    """The default keeps the assistant nodes, so even a turn that could take the tail form (it
+    ends the surface at the next turn's first step) lands in place: nothing is appended into
+    the person's next turn (DSH's chat would drop that turn's usage badge and fold)."""
+    host, service, cfg = one_turn_host(V02), EngineHarness().turns, config()
+    attach_workers(host, service, [WorkerScript(IN_PLACE)])
+    before = len(host.log.events)
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await service.drained(SESSION, 5)
+        await next_turn_prestep(host, service, cfg, turn=2)
+
+    run(scenario())
+    assert shapes(host, 1) == [["user", "assistant", "tool", "assistant"]]
+    ours = [e for e in host.log.events[before:] if e["type"] in ("user/message", "assistant/message", "tool/result",
+                                                                   "tool/call")]
+    assert [(e["type"], e.get("surfaceOp") == "append") for e in ours] == [
+        ("user/message", False), ("user/message", False), ("tool/result", False)]  # pending marker, then the landing
+    assert SessionLog(V02, host.log.events).reload_problems == []
+
+
 def fold(turn: int) -> tuple[str, dict]:
     return ("replace_turn_nodes", {"from": "n1", "to": "n5" if turn == 1 else "n2", "nodes": [
         {"role": "user", "content": f"Task {turn}, in short."}, {"role": "assistant", "content": f"Did {turn}."}]})

@@ -241,8 +241,11 @@ class SessionTurns:
         log_ = session.log
         step = open_step if open_step is not None else (1 if turn_start else None)
         pairs = [(job.turn, job.compression) for job in ready if job.compression is not None]
+        # turns that land in place anywhere (0.2's kept assistants) never take the tail form: its
+        # appended copies would cost the person's next turn its usage badge and fold in DSH's chat
+        in_place = all(landing_check.keeps_shape_anywhere(log_, c, open_turn) for _, c in pairs)
         size = landing_check.block_in_step(log_, pairs, open_turn, step) \
-            if step is not None and not log_.dialect.plugin_steps and len(pairs) == len(ready) else 0
+            if step is not None and not log_.dialect.plugin_steps and len(pairs) == len(ready) and not in_place else 0
         alone, block = ready[:len(ready) - size], ready[len(ready) - size:]
         for job in alone:
             c = job.compression

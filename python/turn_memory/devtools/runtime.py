@@ -20,6 +20,10 @@ rc.8 components (npm):
 
 v0.2.1 components: ``pnpm11/`` (npm) and ``dsh-v021/`` (venv + wheels + extracted host modules).
 
+The web-UI test's browser driver (``ensure_webui``, ``--webui``): ``webui/``, ``puppeteer-core``
+from npm (no browser download: it drives Debian's ``chromium``, which the test needs on the
+machine, ``apt-get install chromium``).
+
 Layout under ``<cache>/runtime-rc8-v1/``: one directory per component plus a
 ``<component>.done`` marker holding the spec it was installed from. The marker is written
 last, so a component without a matching marker (interrupted, or installed from an older
@@ -67,6 +71,9 @@ deepseek-harness-sdk==0.2.1rc2 --hash=sha256:30fc72c67f20ff4b46c6952087ea596fc70
 V021_SDK_DEPS = ("pydantic>=2,<3",)
 PNPM11_VERSION = "11.7.0"
 HOSTS = ("rc8", "v021")
+#: the web-UI test's browser driver: CDP to any recent Chromium, no browser of its own, no
+#: install script (exact pin; published after the rc.8 freeze date)
+PUPPETEER_CORE_VERSION = "25.16.0"
 
 # (sys.platform, machine) -> (npm package, version). Checked against the registry:
 # 22.23.5 exists only for linux; darwin-x64 and win-x64 stop at 22.23.3; there is no
@@ -185,6 +192,10 @@ class _Layout:
     def v021_modules(self) -> Path:
         return self.dir("dsh-v021") / "host" / "node_modules"
 
+    @property
+    def webui_modules(self) -> Path:
+        return self.dir("webui") / "node_modules"
+
 
 # --------------------------------------------------------------------------- components
 
@@ -264,6 +275,15 @@ def _components(node_pkg: tuple[str, str] | None, host: str = "rc8") -> list[_Co
         ),
     ]
     return comps
+
+
+def _webui_component() -> _Component:
+    return _Component(
+        name="webui", label=f"puppeteer-core {PUPPETEER_CORE_VERSION}", detail="the web-UI test's browser driver, ~35 MB",
+        package_json={"name": "turn-memory-webui", "private": True,
+                      "dependencies": {"puppeteer-core": PUPPETEER_CORE_VERSION}},
+        npm_flags=(), must_exist=lambda lay: lay.webui_modules / "puppeteer-core" / "package.json",
+    )
 
 
 #: bump when the extraction below changes what it writes
@@ -432,6 +452,32 @@ def _system_node_if_usable() -> Path | None:
 
 # --------------------------------------------------------------------------- entry
 
+def _ensure_components(lay: _Layout, comps: list[_Component], node: Path, progress: Progress) -> None:
+    """Install every component without a matching marker, under the cache's lock."""
+    if all(_is_done(lay, c) for c in comps):
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("`npm` is not on PATH; it is needed once to install the DSH runtime")
+    lay.root.mkdir(parents=True, exist_ok=True)
+    with _file_lock(lay.lock, progress):
+        for comp in comps:
+            if _is_done(lay, comp):  # another process may have finished it meanwhile
+                continue
+            # Node 22 first on PATH: npm (a node script) and every lifecycle script then
+            # run on 22, so native addons (zeromq, landlock) match the runtime's ABI.
+            env = dict(os.environ, npm_config_update_notifier="false", DSH_TELEMETRY_DISABLED="1")
+            if node.exists():
+                env["PATH"] = str(node.parent) + os.pathsep + env.get("PATH", "")
+            _install(lay, comp, npm, env, progress)
+            if comp.name == "node22":
+                version = _node_version(node)
+                problem = node_problem(None if version is None else ".".join(map(str, version)))
+                if problem:
+                    lay.marker(comp.name).unlink(missing_ok=True)
+                    raise RuntimeError(f"{node}: {problem}")
+
+
 def ensure_runtime(cache_dir: Path | None = None, *, host: str = "rc8",
                    progress: Progress = _stderr_progress) -> Runtime:
     """Install (once) and return a cached DSH host: ``rc8`` (Node 22 + DSH 0.1.0-rc.8 + pnpm 10
@@ -456,27 +502,7 @@ def ensure_runtime(cache_dir: Path | None = None, *, host: str = "rc8",
     comps = _components(node_pkg, host)
     node = system_node or comps[0].must_exist(lay)
 
-    if not all(_is_done(lay, c) for c in comps):
-        npm = shutil.which("npm")
-        if npm is None:
-            raise RuntimeError("`npm` is not on PATH; it is needed once to install the DSH runtime")
-        lay.root.mkdir(parents=True, exist_ok=True)
-        with _file_lock(lay.lock, progress):
-            for comp in comps:
-                if _is_done(lay, comp):  # another process may have finished it meanwhile
-                    continue
-                # Node 22 first on PATH: npm (a node script) and every lifecycle script then
-                # run on 22, so native addons (zeromq, landlock) match the runtime's ABI.
-                env = dict(os.environ, npm_config_update_notifier="false", DSH_TELEMETRY_DISABLED="1")
-                if node.exists():
-                    env["PATH"] = str(node.parent) + os.pathsep + env.get("PATH", "")
-                _install(lay, comp, npm, env, progress)
-                if comp.name == "node22":
-                    version = _node_version(node)
-                    problem = node_problem(None if version is None else ".".join(map(str, version)))
-                    if problem:
-                        lay.marker(comp.name).unlink(missing_ok=True)
-                        raise RuntimeError(f"{node}: {problem}")
+    _ensure_components(lay, comps, node, progress)
 
     if host == "v021":
         runtime = Runtime(node=node, node_modules=lay.v021_modules, dsh=lay.v021_dsh, pnpm=lay.pnpm11,
@@ -486,6 +512,17 @@ def ensure_runtime(cache_dir: Path | None = None, *, host: str = "rc8",
                           root=lay.root, zeromq_modules=lay.zeromq_modules)
     write_user_wrapper(runtime, lay.root.parent / WRAPPER_DIR)
     return runtime
+
+
+def ensure_webui(cache_dir: Path | None = None, *, progress: Progress = _stderr_progress) -> tuple[Runtime, Path]:
+    """The DSH 0.2.1 runtime (installed once) and the `node_modules` holding the web-UI test's
+    browser driver, puppeteer-core (installed once, with that runtime's Node 22 first on PATH).
+    The browser itself is not part of it: the test drives the system's Chromium."""
+    runtime = ensure_runtime(cache_dir, host="v021", progress=progress)
+    assert runtime.root is not None
+    lay = _Layout(runtime.root)
+    _ensure_components(lay, [_webui_component()], runtime.node, progress)
+    return runtime, lay.webui_modules
 
 
 # --------------------------------------------------------------------------- a user's way in
@@ -545,7 +582,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=None, help="cache root (default: %(default)s → "
                     "$TURN_MEMORY_CACHE, $XDG_CACHE_HOME/turn-memory or ~/.cache/turn-memory)")
     ap.add_argument("--json", action="store_true", help="print the paths as one JSON object")
+    ap.add_argument("--webui", action="store_true", help="also the web-UI test's browser driver (puppeteer-core, "
+                    "from npm; the browser is the system's Chromium)")
     args = ap.parse_args(argv)
+    if args.webui:
+        _, modules = ensure_webui(args.cache_dir)
+        print(json.dumps({"webui_modules": str(modules)}) if args.json else f"webui_modules={modules}")
     for host in (HOSTS if args.host == "all" else (args.host,)):
         rt = ensure_runtime(args.cache_dir, host=host)
         paths = {"host": rt.host, "version": rt.version, "root": rt.root,

@@ -471,7 +471,7 @@ def test_default_keeps_every_fold_and_leaves_every_later_turn_as_stock(webui, ph
 @pytest.mark.parametrize("phase", PHASES)
 def test_default_keeps_every_usage_badge(webui, phase):
     """A badge "Usage N tok" on every completed turn, as stock."""
-    stock, view = turn_rows(webui.views["stock"][phase]), turn_rows(webui.views["tm"][phase])
+    view = turn_rows(webui.views["tm"][phase])
     assert all(row["usage"] for row in view.values()), f"tm {phase}: {view} {webui.where()}"
 
 

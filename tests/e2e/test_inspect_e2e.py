@@ -26,9 +26,8 @@ AGENT_TURN_1 = [
 #: the default form on both hosts: the user nodes merge, the result shrinks, the assistant nodes stay
 IN_PLACE = {"tool_calls": [
     {"name": "replace_turn_nodes", "arguments": {"from": "n1", "to": "n2", "nodes": [
-        {"role": "user", "content": "COMPRESSED-USER: fix the parser crash on empty input."}]}},
-    {"name": "replace_turn_nodes", "arguments": {"from": "n4", "to": "n4", "nodes": [
-        {"role": "tool", "content": "COMPRESSED-RESULT: probe-one."}]}}]}
+        {"role": "user", "content": "COMPRESSED-USER: fix it."}]}},
+    {"name": "replace_turn_nodes", "arguments": {"from": "n4", "to": "n4", "nodes": [{"role": "tool", "content": "R1"}]}}]}
 FINISH = {"tool_calls": [{"name": "finish_turn_compression", "arguments": {}}]}
 
 
@@ -80,7 +79,7 @@ def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake, tm_cli):
     report = assert_agrees(home, tm_cli, path)
     first = report["turns"][0]
     assert (first["state"], first["landing"]) == ("compressed", "in-place")
-    assert first["after"]["nodes"] < first["before"]["nodes"] and first["after"]["tokens"] < first["before"]["tokens"]
+    assert first["after"]["tokens"] < first["before"]["tokens"]  # (rc8 restates the snapshot the landing shadowed)
     assert report["savings"]["tokens"] > 0
 
 

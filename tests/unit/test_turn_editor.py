@@ -183,3 +183,16 @@ def test_a_saved_rewrite_of_assistants_does_not_restore_where_they_are_kept():
     free.replace("n1", "n5", [Output("user", "Fix it."), Output("assistant", "Fixed.")])
     kept = TurnNodeEditor.restore(2, original_nodes(log, positions), free.dump(), keep_assistants=True)
     assert kept.final_problems() == ["r1, r2 replace assistant nodes, which stay as they are on this host"]
+
+
+def test_with_assistants_kept_a_turn_that_ends_in_a_tool_result_keeps_it_last():
+    """A hand-off turn ends with its call's result: where the assistant nodes stay, nothing can
+    end it with an assistant node, so its last result is rewritten in place and stays last."""
+    log, positions = completed_turn_log(V02, Shape(steps=[(1, False, False)]))
+    originals = original_nodes(log, positions)
+    assert [o.role for o in originals][-2:] == ["assistant", "tool"]
+    kept = TurnNodeEditor(2, originals, keep_assistants=True)
+    kept.replace("n4", None, [Output("tool", "handed off")])
+    assert kept.final_problems() == []
+    folded = TurnNodeEditor(2, originals)  # where assistants may be rewritten, the rule stands
+    assert folded.final_problems() == ["the turn must end with an assistant node (n4 is tool)"]

@@ -131,6 +131,8 @@ class Fold:
         self._meta: dict[int, tuple[Unit, int, int]] = {}
         #: current surface nodes with raw reasoning
         self._reasoning: set[int] = set()
+        #: appended assistant messages (a 0.2 landing that shadows one took the tail form)
+        self._assistants: set[int] = set()
         self._next: dict[int, int] = {}
         self._prev: dict[int, int] = {}
         self._tail: int | None = None
@@ -265,8 +267,6 @@ class Fold:
             if self._origin.landed:
                 if type(unit) is TurnStats:
                     self._rewrote(unit)
-                    if kind == "assistant/message" and unit.markers:
-                        unit.markers[-1].form = "tail"
                     marker = _marker(source)
                     if marker is not None and marker[0] == "compression":  # a later turn of a tail block
                         assert type(source) is dict  # a marker is a source
@@ -287,6 +287,8 @@ class Fold:
                 self.raw_nodes += 1
                 self.raw_tokens += tokens
             # append to the surface
+            if kind == "assistant/message":
+                self._assistants.add(seq)
             self._meta[seq] = (unit, tokens, fingerprint)
             self._note_reasoning(event, seq, kind, unit)
             unit.nodes += 1
@@ -315,8 +317,11 @@ class Fold:
                 stats = self.turns.get(marker[1])
                 if stats is not None:
                     assert type(source) is dict  # a marker is a source
-                    stats.markers.append(Marker(marker[0], seq, copy,
-                                                form="flattened" if source.get("form") == COMPRESSED_TURN else "in-place",
+                    # where an assistant can only be appended, a landing head that shadows one
+                    # is the tail form (its nodes appended after it), or one flattened message
+                    tail = not self.dialect.assistant_may_replace and not self._assistants.isdisjoint(shadowed)
+                    form = "flattened" if source.get("form") == COMPRESSED_TURN else "tail" if tail else "in-place"
+                    stats.markers.append(Marker(marker[0], seq, copy, form=form,
                                                 kept_assistants=source.get("keptAssistants") is True))
             if not copy and type(unit) is TurnStats:
                 self._rewrote(unit)

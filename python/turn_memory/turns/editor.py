@@ -144,7 +144,7 @@ class TurnNodeEditor:
         if i == 0 and outputs[0].role != "user":
             raise EditError("the turn must start with a user node: the first output replacing n1's position must be "
                             "role 'user'")
-        if j == len(self.nodes) - 1 and outputs[-1].role != "assistant":
+        if j == len(self.nodes) - 1 and outputs[-1].role != "assistant" and self._ends_with_assistant:
             raise EditError("the turn must end with an assistant node: the last output at the end of the turn must be "
                             "role 'assistant'")
         sources = tuple(sorted({s for node in selected for s in node.sources}))
@@ -193,6 +193,12 @@ class TurnNodeEditor:
             raise EditError(f"nodes[{wrong[0]}] has role '{outputs[wrong[0]].role}': user nodes can only become user "
                             "nodes here (assistant nodes stay as they are on this host)")
 
+    @property
+    def _ends_with_assistant(self) -> bool:
+        """Whether the rewrite must end with an assistant node: always, unless the assistant nodes
+        are kept and the turn itself ends with a tool result (a hand-off call's), which then stays last."""
+        return not self.keep_assistants or self.originals[-1].role == "assistant"
+
     # -- validation --------------------------------------------------------------------
     def in_scope(self, scope: tuple[int, int] | None) -> list[WorkingNode]:
         """The current nodes that land within original positions `scope` (all when None)."""
@@ -209,7 +215,7 @@ class TurnNodeEditor:
             return ["a node of this part reaches outside it"]
         if nodes[0].slice[0] == 0 and nodes[0].role != "user":
             problems.append(f"the turn must start with a user node ({nodes[0].id} is {nodes[0].role})")
-        if nodes[-1].slice[1] == len(self.originals) - 1 and nodes[-1].role != "assistant":
+        if nodes[-1].slice[1] == len(self.originals) - 1 and nodes[-1].role != "assistant" and self._ends_with_assistant:
             problems.append(f"the turn must end with an assistant node ({nodes[-1].id} is {nodes[-1].role})")
         if problem := tool_pairing_problem(nodes):
             problems.append(problem)

@@ -109,9 +109,12 @@ def turn_rewrite(catalog: str, turn: int, label: str = "") -> list[dict[str, Any
     if not nodes:
         return []
     user = {"role": "user", "content": f"COMPRESSED-USER{label} of turn {turn}."}
+    assistant = {"role": "assistant", "content": f"COMPRESSED-ASSISTANT{label} of turn {turn}."}
     if not any(state == "fixed" for _, _, state, _ in nodes):
-        return [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0], "nodes": [
-            user, {"role": "assistant", "content": f"COMPRESSED-ASSISTANT{label} of turn {turn}."}]}}]
+        # a later part of a split turn (`turns.maxParts`) opens with an assistant node: no user node in it
+        outputs = [user, assistant] if nodes[0][1] == "user" else [assistant]
+        return [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[-1][0],
+                                                             "nodes": outputs}}]
     head = next((i for i, (_, role, _, _) in enumerate(nodes) if role != "user"), len(nodes))
     result = f"R{turn}{label}"  # short: a rewrite never grows a turn, and tool results here are small
 

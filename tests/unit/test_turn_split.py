@@ -32,9 +32,12 @@ def test_a_turn_is_cut_only_before_an_assistant_whose_earlier_calls_are_answered
     # equal sizes: two parts meet at the cut nearest the middle, four parts take one step each
     assert split.split(originals, [10] * 11, 2) == [(0, 5), (6, 10)]
     assert split.split(originals, [10] * 11, 4) == [(0, 3), (4, 5), (6, 7), (8, 10)]
-    # a big result early pulls the cut forward; asking for more parts than cuts gives one part per cut + 1
-    assert split.split(originals, [10, 10, 10, 200, 10, 10, 10, 10, 10, 10, 10], 2) == [(0, 3), (4, 10)]
-    assert len(split.split(originals, [10] * 11, 9)) == 5
+    # a big result early pulls the cut forward; a part under half an equal share is not worth its own
+    # worker (here the 50 tokens after a 230-token first part); asking for more parts than cuts
+    # gives one part per cut + 1
+    assert split.split(originals, [10, 10, 10, 200, 10, 10, 10, 10, 10, 60, 10], 2) == [(0, 3), (4, 10)]
+    assert split.split(originals, [10, 10, 10, 200, 10, 10, 10, 10, 10, 10, 10], 2) == [(0, 10)]
+    assert split.split(originals, [10] * 11, 9) == [(0, 3), (4, 5), (6, 7), (8, 10)]  # the answer alone: too small
     one_step, nodes = completed_turn_log(V02, Shape())
     # one step: the only cut leaves the kept answer alone, with nothing to rewrite
     assert split.split(original_nodes(one_step, nodes), [10, 10, 0, 10, 0], 3) == [(0, 4)]

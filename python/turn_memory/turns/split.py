@@ -47,9 +47,11 @@ def split(originals: Sequence[OriginalNode], sizes: Sequence[int], parts: int) -
         if not left:
             break
         starts.append(min(left, key=lambda i: abs(before[i] - total * j / parts)))
-    # a part with nothing to rewrite (a kept final answer alone) joins the part before it
+    # a part with less than half an equal share (nothing to rewrite, or a short answer after one
+    # big result) joins the part before it: its worker's own request would cost more than it saves
     bounds = [*starts, len(sizes)]
-    starts = [s for k, s in enumerate(starts) if k == 0 or sum(list(sizes)[s:bounds[k + 1]]) > 0]
+    floor = total / parts / 2
+    starts = [s for k, s in enumerate(starts) if k == 0 or (total > 0 and sum(list(sizes)[s:bounds[k + 1]]) >= floor)]
     ends = [s - 1 for s in starts[1:]] + [len(originals) - 1]
     return list(zip(starts, ends))
 

@@ -267,7 +267,11 @@ def tasks(sc: Scenario) -> list[Any]:
 
 _TURN = re.compile(r"memory editor for turns? (\d+)")
 #: a catalog line; one worker compressing several turns sees ids prefixed by their turn (`t4.n1`)
-_NODE = re.compile(r"^- ((?:t(\d+)\.)?[nr]\d+) · (user|assistant|tool) · [^·]+ · ([^·]+) · ", re.M)
+_NODE = re.compile(r"^- ((?:t(\d+)\.)?[nr]\d+) · (user|assistant|tool) · [^·]+ · ([^·]+) · capacity \d+ · (.*)$", re.M)
+#: a worker on a part of a split turn (prompts/turn-compression.md, `part`)
+_PART = re.compile(r"Yours\s+is part \d+ of \d+")
+#: the step a tool result's preview names (its output's first line: `result_tag`)
+_STEP = re.compile(r"r\d+\.(\d+)-0")
 _SEGMENT = re.compile(r"You are assigned segment (\d+); the working checkpoint is at revision (\d+)")
 _SEGMENTS = re.compile(r"The history has (\d+) segments")
 
@@ -304,40 +308,49 @@ def worker_reply(messages: Sequence[Mapping[str, Any]], tool_names: Iterable[str
         return {"tool_calls": [finish]}
     prompt = worker_task(messages)
     found = _TURN.search(prompt)
-    by_turn: dict[int, list[tuple[str, str, str]]] = {}
+    by_turn: dict[int, list[tuple[str, str, str, str]]] = {}
     for m in _NODE.finditer(prompt):
         turn = int(m.group(2)) if m.group(2) else int(found.group(1)) if found else 0
-        by_turn.setdefault(turn, []).append((m.group(1), m.group(3), m.group(4).strip()))
+        by_turn.setdefault(turn, []).append((m.group(1), m.group(3), m.group(4).strip(), m.group(5)))
     replaces = []
     for k, nodes in by_turn.items():
         p = turn_plan(sc, k)
         if p is None:
             continue  # the closing turn is already as short as it usefully gets
-        ids = [node_id for node_id, _, _ in nodes]
-        if any(state == "fixed" for _, _, state in nodes):
+        ids = [node_id for node_id, _, _, _ in nodes]
+        if any(state == "fixed" for _, _, state, _ in nodes):
             replaces += in_place_rewrite(sc, k, p, nodes)
             continue
+        # the whole turn, or a part of it (`turns.maxParts`): the share of the content it holds
+        steps = [int(found_step.group(1)) for _, role, _, preview in nodes
+                 if role == "tool" and (found_step := _STEP.search(preview))]
+        whole = not _PART.search(prompt)
+        size = rewrite_tokens(sc, k) if whole else max(8, int(sc.rewrite_ratio * sum(
+            p.steps[j - 1].result_tokens for j in steps if 1 <= j <= p.calls)))
         text = filler(f"COMPRESSED-{k}: ran the case listings for part {k}; every r{k} case passes; parse() returns "
-                      "[] on empty input.", rewrite_tokens(sc, k), "kept what the listing showed")
+                      "[] on empty input.", size, "kept what the listing showed")
+        outputs = [{"role": "user", "content": f"Task {k}: make the parser handle empty input, part {k}."}] \
+            if nodes[0][1] == "user" else []
         replaces.append({"name": "replace_turn_nodes", "arguments": {"from": ids[0], "to": ids[-1], "nodes": [
-            {"role": "user", "content": f"Task {k}: make the parser handle empty input, part {k}."},
-            {"role": "assistant", "content": text}]}})
+            *outputs, {"role": "assistant", "content": text}]}})
     if not replaces:
         return {"tool_calls": [finish]}
     return {"tool_calls": replaces + [finish] if sc.worker_requests == 1 else replaces}
 
 
-def in_place_rewrite(sc: Scenario, k: int, p: TurnPlan, nodes: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+def in_place_rewrite(sc: Scenario, k: int, p: TurnPlan, nodes: list[tuple[str, str, str, str]]) -> list[dict[str, Any]]:
     """Assistant nodes fixed (0.2's default): the opening user nodes become the request, and each
     tool result keeps `rewrite_ratio` of its tokens (the same share of the turn as the folding
-    worker keeps, spread over the results it came from)."""
-    head = next((i for i, (_, role, _) in enumerate(nodes) if role != "user"), len(nodes))
+    worker keeps, spread over the results it came from; a part of a split turn has its own)."""
+    head = next((i for i, (_, role, _, _) in enumerate(nodes) if role != "user"), len(nodes))
     calls = [{"name": "replace_turn_nodes", "arguments": {"from": nodes[0][0], "to": nodes[head - 1][0], "nodes": [
         {"role": "user", "content": f"Task {k}: make the parser handle empty input, part {k}."}]}}] if head else []
-    tools = [node_id for node_id, role, _ in nodes if role == "tool"]
-    for j, (node_id, step) in enumerate(zip(tools, p.steps), start=1):
+    for node_id, role, _, preview in nodes:
+        found_step = _STEP.search(preview) if role == "tool" else None
+        if found_step is None or not 1 <= (j := int(found_step.group(1))) <= p.calls:
+            continue
         text = filler(f"COMPRESSED-{k}.{j}: listing {k}.{j}: every r{k}.{j} case passes.",
-                      max(8, int(sc.rewrite_ratio * step.result_tokens)), "kept what the listing showed")
+                      max(8, int(sc.rewrite_ratio * p.steps[j - 1].result_tokens)), "kept what the listing showed")
         calls.append({"name": "replace_turn_nodes", "arguments": {"from": node_id, "to": node_id, "nodes": [
             {"role": "tool", "content": text}]}})
     return calls

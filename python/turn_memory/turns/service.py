@@ -303,8 +303,8 @@ class SessionTurns:
             return
         editor = job.compression.editor
         # where assistants are kept, the ratio is over what a worker may rewrite (`TurnFacts.fixed`)
-        fixed = [n.original.seq for n in editor.nodes
-                 if editor.keep_assistants and n.role == "assistant" and n.original is not None]
+        fixed = {n.original.seq for n in editor.nodes
+                 if editor.keep_assistants and n.role == "assistant" and n.original is not None}
         kept = sum(estimate_text(n.text) for n in editor.nodes if n.original is None or n.original.seq not in fixed)
         fixed_tokens = job.session.log.tokens(fixed)
         raw, before = self.kept
@@ -381,7 +381,8 @@ class TurnService:
         # the session's pace: one live turn end per delivery (turn ends delivered together are a
         # backlog, not turns that took no time)
         if ends and isinstance(ends[-1].get("time"), (int, float)):
-            turns.turn_ends.append(ends[-1]["time"] / 1000)
+            # only the recent gaps count (`split.turn_seconds`): a long session keeps no more
+            turns.turn_ends = [*turns.turn_ends[-split.RECENT:], ends[-1]["time"] / 1000]
         for event in ends:
             self._enqueue(turns, session, event["data"]["turn"], port, config, results)
 

@@ -96,7 +96,11 @@ def turn_duration(events: Sequence[dict[str, Any]], turn: int) -> float | None:
     return None
 
 
-def turn_seconds(turn_ends: Sequence[float], recent: int = 5) -> float | None:
+#: the session's pace is the median of this many recent gaps between turn ends
+RECENT = 5
+
+
+def turn_seconds(turn_ends: Sequence[float], recent: int = RECENT) -> float | None:
     """The session's pace: the median time between its recent turn ends (None before two)."""
     gaps = [b - a for a, b in zip(turn_ends, turn_ends[1:])][-recent:]
     return statistics.median(gaps) if gaps else None

@@ -97,7 +97,7 @@ def test_each_request_belongs_to_its_turn_or_to_compact():
     tasks = {"Count the words in notes.md.": 3}
     assert owner(request("turn", ["bash"], "Count the words in notes.md."), tasks) == (3, False)
     assert owner(request("turn", ["replace_turn_nodes"], "Current nodes of turn 3:\n- n1 …"), tasks) == (3, True)
-    assert owner(request("turn", ["replace_session_memory"], "Your segment's original nodes"), tasks) == ("/compact", True)
+    assert owner(request("turn", ["replace_session_memory"], "Your segment's nodes"), tasks) == ("/compact", True)
     assert owner(request("title", [], "Count the words in notes.md."), tasks) == (None, False)
 
 

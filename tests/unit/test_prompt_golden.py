@@ -190,7 +190,7 @@ def test_the_fixed_session_covers_what_the_tasks_must_show():
     assert "Thought hints" in fork and "host-context" in fork and "raw reasoning" in fork
     assert "You start fresh" in spawn and "r1" in spawn and "<memory-image" in spawn
     assert "t2.n1" in batch and "t3.n1" in batch
-    assert "· user · compressed-turn · User: Find out why" in compressed_turns_task()
+    assert "· user · compressed-turn\nUser: Find out why" in compressed_turns_task()
     assert SessionLog(V02, session_log(V02).events).reload_problems == []
     first, second = session_task(1), session_task(2)
     assert "You start fresh" not in first and "What earlier segments established" not in first

@@ -77,7 +77,7 @@ def test_one_segment_is_folded_by_one_fork_and_committed_as_one_transaction(dial
     assert {t["name"] for t in spec["tools"]} == {"list_session_segments", "read_session_source", "read_session_memory",
                                                   "search_session_memory", "replace_session_memory",
                                                   "finish_session_segment", "read_memory_image"}
-    assert "assigned to you" in spec["prompt"] and "- S1.1 · user · human · Turn 1:" in spec["prompt"]
+    assert "assigned to you" in spec["prompt"] and "### S1.1 · turn 1 · user · human\nTurn 1:" in spec["prompt"]
     assert "You start fresh" not in spec["prompt"] and spec["maxRequests"] == 32
     assert "memory editor" in spec["persona"]
     assert transactions(host.log.events[before:]) == [
@@ -131,7 +131,7 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
 
     assert [s["mode"] for s in started] == ["fork", "spawn"]
     prompt = started[1]["prompt"]
-    assert "You start fresh" in prompt and "### S1.1 · user · human\nTurn 1:" in prompt  # the segment's text itself
+    assert "You start fresh" in prompt and "### S1.1 · turn 1 · user · human\nTurn 1:" in prompt  # the segment's text itself
     assert "Compiling src/" in prompt and "revision 1" in prompt and "PARTIAL: fix things." in prompt
     assert started[0]["workerId"] != started[1]["workerId"]
     assert checkpoint_body(host) == "User: SPAWN-USER: fix the parser.\n\nAssistant: SPAWN-ASSISTANT: fixed."
@@ -239,15 +239,36 @@ def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
     assert marker in started[0]["prompt"]
 
 
-def test_a_checkpoint_not_smaller_than_the_history_is_not_committed():
+def test_a_checkpoint_no_shorter_than_its_sources_cannot_finish_until_the_worker_folds_it():
+    """Issue 29: the worker is told at its finish, with both sizes, and the same worker can fold
+    it and finish; the commit then replaces the history."""
+    b = SessionBuilder(RC8)
+    b.preamble()
+    for _ in range(2):
+        b.work_turn(calls=0, task="please fix the parser " * 40)
+    host = FakeHost(RC8, b.events)
+    script = WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH,
+                           fold(1, "M1", "Fix the parser (asked twice).", "Fixed it.", to="M2"), FINISH])
+    result, started = compact(host, config(), [script])
+    refused = script.answers[1]
+    assert refused.is_error and refused.text.startswith(
+        "cannot finish yet: the checkpoint so far is 12,000 characters, not shorter than the 1,031 characters of the sources it replaces. Fold it")
+    assert len(started) == 1 and script.answers[3].text == "Segment S1 accepted. Your work is done."
+    assert checkpoint_body(host) == "User: Fix the parser (asked twice).\n\nAssistant: Fixed it."
+    assert result.shadowedTokenCount > 0
+
+
+def test_a_worker_that_never_folds_fails_the_compaction_and_changes_nothing():
     b = SessionBuilder(RC8)
     b.preamble()
     for _ in range(2):
         b.work_turn(calls=0, task="please fix the parser " * 40)
     host = FakeHost(RC8, b.events)
     nodes = list(host.log.nodes)
-    result, _ = compact(host, config(), [WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH])])
-    assert "too small to fold: its checkpoint came out at ~" in result.skipped
+    bloated = [WorkerScript([fold(0, "P1", "x " * 3000, "y " * 3000), FINISH]) for _ in range(3)]
+    with pytest.raises(CompactionFailed) as failed:
+        compact(host, config(), bloated)
+    assert "made no progress" in failed.value.message
     assert host.log.nodes == nodes and host.log.events[-1]["type"] == "compaction/end"
 
 

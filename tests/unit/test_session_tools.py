@@ -68,7 +68,7 @@ def test_source_nodes_say_what_the_host_recorded_each_user_node_to_be(dialect):
     nodes = source_nodes(log, Segment(1, (*positions[:3], checkpoint["seq"]), 0, (2,)))
     assert [(n.role, n.kind) for n in nodes] == [("user", "host-context"), ("user", "human"), ("assistant", ""),
                                                  ("user", "checkpoint")]
-    assert [source_label(n) for n in nodes][:2] == ["S1.1 · user · host-context", "S1.2 · user · human"]
+    assert [source_label(n) for n in nodes][:2] == ["S1.1 · turn 2 · user · host-context", "S1.2 · turn 2 · user · human"]
 
 
 def test_a_turn_landed_as_one_user_message_is_a_compressed_turn_not_the_persons_words():
@@ -85,7 +85,7 @@ def test_a_turn_landed_as_one_user_message_is_a_compressed_turn_not_the_persons_
     assert log.append(landed) == []
     assert landed["data"]["source"]["form"] == "compressed-turn"
     nodes = source_nodes(log, Segment(1, (landed["seq"], len(log) - 2), 0, (2, 3)))
-    assert [source_label(n) for n in nodes] == ["S1.1 · user · compressed-turn", "S1.2 · user · human"]
+    assert [source_label(n) for n in nodes] == ["S1.1 · turn 2 · user · compressed-turn", "S1.2 · turn 3 · user · human"]
     assert nodes[0].text == "User: Fix the parser.\n\nAssistant: Fixed parse()."
     legacy = [dict(e) for e in log.events]
     legacy[landed["seq"]] = copy.deepcopy(landed)
@@ -116,15 +116,15 @@ def test_read_source_defaults_to_the_assigned_segment_and_selects_by_ids_or_rang
     tools = tools_for(turns=3, segment_tokens=100)
     whole = tools.call("read_session_source", {})
     heads = [line for line in whole.splitlines() if line.startswith("### ")]
-    assert heads[0] == "### S1.1 · user · human" and heads[1] == "### S1.2 · assistant" and heads[2] == "### S1.3 · tool"
+    assert heads[:3] == ["### S1.1 · turn 1 · user · human", "### S1.2 · turn 1 · assistant", "### S1.3 · turn 1 · tool"]
     assert "[reasoning]" in whole and "[tool call bash" in whole and "Compiling src/" in whole
     other = tools.call("read_session_source", {"segment": "S2"})
-    assert other.startswith("### S2.1 · user · human") and "Turn 2:" in other
+    assert other.startswith("### S2.1 · turn 2 · user · human") and "Turn 2:" in other
     picked = tools.call("read_session_source", {"ids": ["S1.4", "S1.1"]})
-    assert [line for line in picked.splitlines() if line.startswith("### ")] == ["### S1.1 · user · human", "### S1.4 · assistant"]
+    assert [line for line in picked.splitlines() if line.startswith("### ")] == ["### S1.1 · turn 1 · user · human", "### S1.4 · turn 1 · assistant"]
     ranged = tools.call("read_session_source", {"from": "S1.2", "to": "S1.3"})
-    assert [line for line in ranged.splitlines() if line.startswith("### ")] == ["### S1.2 · assistant", "### S1.3 · tool"]
-    assert tools.call("read_session_source", {"from": "S1.3"}).startswith("### S1.3 · tool")
+    assert [line for line in ranged.splitlines() if line.startswith("### ")] == ["### S1.2 · turn 1 · assistant", "### S1.3 · turn 1 · tool"]
+    assert tools.call("read_session_source", {"from": "S1.3"}).startswith("### S1.3 · turn 1 · tool")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -29,12 +29,11 @@ def task(tools: SessionTools, editor: SessionMemoryEditor, segment: Segment, *, 
          read_limit_chars: int, handoff_chars: int) -> str:
     sources = tools.sources[segment.index]
     images = tools.segment_images(segment.index)  # catalog previews may cut a marker
-    if spawn:  # a fresh worker has no history in context: give it the segment's text
-        body = "\n\n".join(f"{source_heading(n)}\n{n.text}" for n in sources)
-        if len(body) > read_limit_chars:
-            body = body[:read_limit_chars] + "\n[… more: read_session_source with offset]"
-    else:
-        body = tools.source_catalog(segment.index)
+    # the segment's text as it stands now, for a fork too: its context may hold the turns raw
+    # while the surface holds them compressed, and one request should suffice (issue 29)
+    body = "\n\n".join(f"{source_heading(n)}\n{n.text}" for n in sources)
+    if len(body) > read_limit_chars:
+        body = body[:read_limit_chars] + "\n[… more: read_session_source with offset]"
     earlier = [n for n in editor.nodes if n.placeholder is None]
     handoff = "\n\n".join(f"{_role_label[n.role]} ({n.id}): {n.text}" for n in earlier)
     if len(handoff) > handoff_chars:  # the recent causal tail matters most

@@ -55,17 +55,20 @@ def source_nodes(log_: SessionLog, segment: Segment, ready: Mapping[int, ReadyTu
     for seq in segment.seqs:
         if seq in skipped:
             continue
+        origin = log_.index.origins.get(seq)
+        turn = origin[1] if origin is not None and origin[0] == "turn" else None
         if seq in compressed:
             for role, text in compressed[seq]:
                 _, images, _ = render_blocks([{"type": "text", "text": text}])
                 # a rewritten turn's user node is the person's request, restated by its worker
                 out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", role, text, tuple(images),
-                                      "human" if role == "user" else ""))
+                                      "human" if role == "user" else "", turn))
             continue
         message = log_.message_of(seq) or {"role": "user", "content": []}
         text, images, _ = render_blocks(message.get("content") or [])
         role = "tool" if message.get("role") == "tool" or _is_tool(log_, seq) else message.get("role", "user")
-        out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", role, text, tuple(images), _kind(log_, seq, role, message)))
+        out.append(SourceNode(f"S{segment.index}.{len(out) + 1}", role, text, tuple(images),
+                              _kind(log_, seq, role, message), turn))
     return out
 
 

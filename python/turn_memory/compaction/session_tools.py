@@ -78,10 +78,14 @@ class SourceNode:
     #: a user node's kind, from its source: "human", "host-context", "checkpoint" or "compressed-turn"
     #: ("" otherwise)
     kind: str = ""
+    #: the session turn the node belongs to (None: a checkpoint's or the session's preamble)
+    turn: int | None = None
 
 
 def source_label(node: SourceNode) -> str:
-    return f"{node.id} · {node.role}" + (f" · {node.kind}" if node.kind else "")
+    # the turn number is what `read_session_history` takes: a line per turn can point back to it
+    turn = f" · turn {node.turn}" if node.turn is not None else ""
+    return f"{node.id}{turn} · {node.role}" + (f" · {node.kind}" if node.kind else "")
 
 
 def source_heading(node: SourceNode) -> str:
@@ -122,9 +126,24 @@ class SessionTools:
                                       allowed=self.segment_images())
             if problems:
                 raise ToolError("cannot finish yet:\n- " + "\n- ".join(problems))
+            longer = self._not_folded()
+            if longer:
+                raise ToolError(longer)
             self.finished.add(self.assigned)
             return f"Segment S{self.assigned} accepted. Your work is done."
         raise ToolError(f"unknown tool {name}")
+
+    def _not_folded(self) -> str | None:
+        """Why the checkpoint written so far does not fold its sources (None when it does): a
+        checkpoint no shorter than what it replaces would be refused at commit (issue 29)."""
+        written = sum(len(n.text) for n in self.editor.nodes if n.placeholder is None)
+        done = [i for i in self.sources if self.editor.segment_done(i)]
+        sources = sum(len(n.text) for i in done for n in self.sources[i])
+        if written < sources:
+            return None
+        return (f"cannot finish yet: the checkpoint so far is {written:,} characters, not shorter than the "
+                f"{sources:,} characters of the sources it replaces. Fold it: keep the facts a later step needs "
+                f"and drop what later turns superseded or repeated, then finish again")
 
     def segment_images(self, segment: int | None = None) -> list[str]:
         """Image markers of one segment's sources (all segments when None)."""

@@ -13,11 +13,14 @@ import re
 from typing import Any
 
 from turn_memory.devtools.fake_model import FakeRequest
+from turn_memory.host.tools import preview
 
 #: a catalog line; a backlog compressed by one worker prefixes every id with its turn (`t4.n1`)
 _NODE = re.compile(r"^- ((?:t\d+\.)?(?:n|r)\d+) · (user|assistant|tool) · ([^·]+) · ([^·]+) · capacity \d+ · (.*)$", re.M)
-#: a segment's source line; a user node says what kind it is (`- S2.1 · user · host-context · …`)
-_SOURCE = re.compile(r"^- (S\d+\.\d+) · (user|assistant|tool) · (?:(human|host-context|checkpoint|compressed-turn) · )?(.*)$", re.M)
+#: a segment's source node: its heading (a user node says what kind it is:
+#: `### S2.1 · turn 4 · user · host-context`), then its text up to the next heading
+_SOURCE = re.compile(r"^### (S\d+\.\d+)(?: · turn \d+)? · (user|assistant|tool)"
+                     r"(?: · (human|host-context|checkpoint|compressed-turn))?\n(.*?)(?=\n\n### S\d|\Z)", re.M | re.S)
 #: an image marker the rewrite must keep, character for character
 _IMAGE = re.compile(r"<memory-image [^>]*/>")
 
@@ -29,7 +32,7 @@ def _task(req: FakeRequest) -> str:
             continue
         content = message.get("content")
         text = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content or [])
-        if "Current nodes of turn" in text or "Your segment's original nodes" in text:
+        if "Current nodes of turn" in text or "Your segment's nodes" in text:
             return text
     return ""
 
@@ -92,9 +95,9 @@ def _in_place(nodes: list[tuple[str, str, str, str, str]], task: str) -> list[di
         if head > 1 or text != nodes[0][4].strip():
             calls.append({"name": "replace_turn_nodes", "arguments": {
                 "from": nodes[0][0], "to": nodes[head - 1][0], "nodes": [{"role": "user", "content": text}]}})
-    for node_id, role, _, state, preview in nodes[head:]:
-        short = " ".join(preview.split()[:8])
-        if role == "tool" and state.strip() == "unchanged" and len(short) < len(preview.strip()):
+    for node_id, role, _, state, seen in nodes[head:]:
+        short = " ".join(seen.split()[:8])
+        if role == "tool" and state.strip() == "unchanged" and len(short) < len(seen.strip()):
             calls.append({"name": "replace_turn_nodes", "arguments": {
                 "from": node_id, "to": node_id, "nodes": [{"role": "tool", "content": short}]}})
     return calls
@@ -115,8 +118,9 @@ def _session_worker(req: FakeRequest) -> dict[str, Any]:
     sources = _SOURCE.findall(task)
     if not (segment and revision):
         return {"text": "I cannot find my assignment."}
-    asks = [_whole_words(p) for _, role, kind, p in sources if role == "user" and kind != "host-context"]
-    answers = [_whole_words(p) for _, role, _, p in sources if role == "assistant"]
+    # a catalog-sized preview of each: the script keeps about as much as it did from previews
+    asks = [_whole_words(preview(p)) for _, role, kind, p in sources if role == "user" and kind != "host-context"]
+    answers = [_whole_words(preview(p)) for _, role, _, p in sources if role == "assistant"]
     return _call("replace_session_memory", {
         "expected_revision": int(revision.group(1)), "from": f"P{segment.group(1)}",
         "nodes": [{"role": "user", "content": _with_images(" / ".join(asks[:3]) or "Earlier requests.", task)},

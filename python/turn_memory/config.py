@@ -212,6 +212,10 @@ class CompactionConfig(_Section):
     auto: bool = Field(True, description="automatic compaction at pressure (in the pre-step)")
     thresholdRatio: float = Field(0.8, gt=0, lt=1, description="pressure trigger, share of the routed model's context window")
     retainRatio: float = Field(0.16, ge=0, lt=1, description="share of the window kept verbatim at the tail")
+    background: bool = Field(True, description=(
+        "fold the older history into a checkpoint in the background once that pays for itself (what the smaller "
+        "context saves on the requests still expected, against the fold's requests and its one cache break); the "
+        "checkpoint lands at a later step, and a step waits for it only when `thresholdRatio` is reached first"))
     retainTurns: int = Field(1, ge=0, description=(
         "complete turns `/compact` keeps verbatim after the checkpoint (fewer when the session is shorter)"))
     method: Literal["workers", "summary"] = Field("workers", description=(

@@ -83,6 +83,7 @@ class Engine:
         job must not read the closing socket as a string of failed workers."""
         self.hints.close()
         await asyncio.gather(*self.turns.close(), return_exceptions=True)
+        await asyncio.gather(*self.compaction.close(), return_exceptions=True)
         await self.followups.close()
 
     # -- handshake ---------------------------------------------------------------------
@@ -180,6 +181,7 @@ class Engine:
 
         session = self._session(params.sessionId)
         self.turns.resume(session.id, "/compact")  # the person asked for memory: let the workers try again
+        self.compaction.folds.drop(session.id, "/compact folds the history now")
         return _answered(compact_now(self._scope(session, peer, params.agentOptions), params.sourceCommandId))
 
     def _compact_region(self, peer: Peer, params: CompactRegionParams, payload: bytes | None) -> Any:

@@ -89,8 +89,9 @@ class _Stage(Exception):
 
 
 async def run_transaction(scope: CompactionScope, selection: Selection, *, source_command_id: str | None = None,
-                          turn: int | None = None) -> CompactionResult:
-    """One transaction over `selection` (`turn`: the open turn that owns an automatic one);
+                          turn: int | None = None, made: tx_.Summary | None = None) -> CompactionResult:
+    """One transaction over `selection` (`turn`: the open turn that owns an automatic one;
+    `made`: the checkpoint a background fold produced already, committed without model work);
     raises `CompactionFailed`, or `TooSmallToFold` (after closing the bracket) when the
     checkpoint came out no smaller than what it would replace."""
     session, port = scope.session, scope.port
@@ -106,7 +107,7 @@ async def run_transaction(scope: CompactionScope, selection: Selection, *, sourc
              selection.end, f"; turn(s) {', '.join(map(str, sorted(compressed)))} in their finished compressed form"
              if compressed else "")
     try:
-        summary, shadowed, seqs = await _commit(scope, selection, tx, start_seq, compressed, where)
+        summary, shadowed, seqs = await _commit(scope, selection, tx, start_seq, compressed, where, made)
     except _Stage as stage:
         await _close_failed(scope, tx, stage, where)
     try:
@@ -123,13 +124,14 @@ async def run_transaction(scope: CompactionScope, selection: Selection, *, sourc
 
 
 async def _commit(scope: CompactionScope, selection: Selection, tx: tx_.Transaction, start_seq: int,
-                  compressed: dict[int, ReadyTurn], where: str) -> tuple[tx_.Summary, int, list[int]]:
+                  compressed: dict[int, ReadyTurn], where: str,
+                  made: tx_.Summary | None = None) -> tuple[tx_.Summary, int, list[int]]:
     """Produce the checkpoint and commit it: (summary, shadowed tokens, the commit's seqs);
     any failure but a partial commit is a `_Stage`."""
     session = scope.session
     failure = Failure.SUMMARY
     try:
-        summary = await produce_checkpoint(scope, selection, compressed)
+        summary = made if made is not None else await produce_checkpoint(scope, selection, compressed)
         shadowed = tx_.shadowed_tokens(session.log, selection)
         message = tx_.checkpoint_message(session.dialect, tx, summary, read_prompt("checkpoint"))
         tx_.check_smaller(message, shadowed)

@@ -34,6 +34,9 @@ class CompactionScope:
             return nullcontext()
         return self.turns.rewrite_barrier(self.session, land_into, self.config.compaction.rewriteWaitS)
 
+    def busy_turns(self) -> set[int]:
+        return self.turns.busy_turns(self.session) if self.turns is not None else set()
+
     def ready_within(self, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
         return self.turns.ready_within(self.session, seqs) if self.turns is not None else {}
 

@@ -13,6 +13,11 @@ turn-rewrite barrier (bounded wait for the rewrite in flight, ready landings fir
 no new one starting), measuring again if that changed the surface. Passes repeat while
 still over the threshold, bounded; a result that does not shrink is never committed.
 
+Background (`compaction.background`): after pressure, once per turn, a fold that pays for
+itself (`compaction.fold_value`) starts in the background; the next pre-step after it is done
+commits it. A step waits for it only when the threshold is reached first
+(docs/decisions.md#a-checkpoint-is-folded-in-the-background-when-it-pays).
+
 Overflow: the first CONTEXT_WINDOW_EXCEEDED of a turn runs one compaction (inside the same
 barrier) and asks DSH to replay the request once, only if the surface actually changed; a
 second overflow in the same turn keeps the provider error.
@@ -20,7 +25,9 @@ second overflow in the same turn keeps the provider error.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from contextlib import AsyncExitStack
 from typing import Awaitable, Callable
 
@@ -39,9 +46,14 @@ from turn_memory.compaction.policy import (
     surface_measure,
     surface_prices,
 )
+from turn_memory.compaction import transaction as tx_
+from turn_memory.compaction.background import BackgroundFolds
+from turn_memory.compaction.fold_value import FoldFacts, background_span, fold_price, segments_of
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.selection import Selection
+from turn_memory.host.tokens import estimate_text
 from turn_memory.prompts import read_prompt
+from turn_memory.runtime.land import SpanMoved, check_spans
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
 
@@ -62,6 +74,15 @@ class CompactionService:
         self._floor: dict[str, int] = {}
         #: session -> (log length scanned, window): request/context is rare, so never rescan
         self._windows: dict[str, tuple[int, int | None]] = {}
+        #: every session's checkpoint folded in the background
+        self.folds = BackgroundFolds()
+        #: session -> the turn whose pre-step last asked whether a background fold pays
+        self._considered: dict[str, int] = {}
+        #: session -> the share of its span the session's latest checkpoint kept
+        self._fold_ratio: dict[str, float] = {}
+
+    def close(self) -> list["asyncio.Task[tx_.Summary]"]:
+        return self.folds.close()
 
     def window(self, session: MirroredSession) -> int | None:
         scanned, known = self._windows.get(session.id, (0, None))
@@ -123,8 +144,59 @@ class CompactionService:
         window = self.window(session)
         if not window:
             return  # no routed request yet: nothing to measure against
+        await self._land_background(scope, turn)
         async with AsyncExitStack() as barrier:
             await self._pressure(scope, turn, measurer, window, barrier)
+        if cfg.background and not session.job_lock.locked():
+            self._consider_background(scope, turn, window)
+
+    async def _land_background(self, scope: CompactionScope, turn: int) -> bool:
+        """Commit the session's finished background fold, if its span is still as it read it;
+        True when it committed. Nothing is appended otherwise."""
+        session = scope.session
+        taken = self.folds.take(session.id)
+        if taken is None:
+            return False
+        fold, summary = taken
+        try:
+            check_spans(session.log, [fold.selection.shadowed])
+        except SpanMoved as exc:
+            log.info("session %s turn %d: the background fold from turn %d is dropped: its history changed since (%s); "
+                     "nothing was appended", session.id, turn, fold.turn, exc)
+            return False
+        result = await self._compact(scope, fold.selection, turn, summary)
+        if result is None:
+            return False
+        checkpoint = estimate_text(summary.text)
+        self._fold_ratio[session.id] = checkpoint / max(1, result.shadowedTokenCount)
+        log.info("session %s turn %d: background fold from turn %d committed after %.1fs (~%d tokens -> ~%d)",
+                 session.id, turn, fold.turn, time.monotonic() - fold.started, result.shadowedTokenCount, checkpoint)
+        return True
+
+    def _consider_background(self, scope: CompactionScope, turn: int, window: int) -> None:
+        """Once per turn: start a background fold when folding the older history now pays."""
+        session, cfg = scope.session, scope.config.compaction
+        if self.folds.get(session.id) is not None or self._considered.get(session.id) == turn:
+            return
+        self._considered[session.id] = turn
+        log_ = session.log
+        prices = surface_prices(log_)
+        selection = background_span(log_, prices, int(window * cfg.retainRatio), scope.busy_turns())
+        if selection is None:
+            return
+        span = sum(prices.get(s, 0) for s in selection.shadowed)
+        facts = FoldFacts(span=span, tail=sum(prices.values()) - span, requests=log_.index.completed_steps(),
+                          segments=segments_of(span, cfg.segmentTokens),
+                          framing=tx_.framing_tokens(log_.dialect, read_prompt("checkpoint")),
+                          fold_ratio=self._fold_ratio.get(session.id))
+        saving, cost = fold_price(facts)
+        numbers = (f"{tx_.describe(log_, selection)}: saves ~{saving:,.0f} over the {facts.requests} requests the "
+                   f"session is expected to make yet, costs ~{cost:,.0f} (cached-token units)")
+        if saving < cost:
+            log.debug("session %s turn %d: no background fold: %s", session.id, turn, numbers)
+            return
+        log.info("session %s turn %d: folding in the background: %s", session.id, turn, numbers)
+        self.folds.start(scope, selection, turn)
 
     async def _pressure(self, scope: CompactionScope, turn: int, measurer: Measurer, window: int,
                         barrier: AsyncExitStack) -> None:
@@ -141,6 +213,8 @@ class CompactionService:
                 return
             if floor is not None and measured.tokens < floor + RETRY_GROWTH * window:
                 return  # relieving failed at about this size already; wait for real growth
+            if self.folds.get(session.id) is not None and await self._await_background(scope, turn, measured):
+                continue
             if not held:
                 held = True
                 measured = await self._over_in_barrier(scope, measurer, window, turn, measured, barrier)
@@ -165,6 +239,20 @@ class CompactionService:
                         measured.tokens, window, cfg.maxPasses)
             self._floor[session.id] = measured.tokens
 
+    async def _await_background(self, scope: CompactionScope, turn: int, measured: Measure) -> bool:
+        """The threshold came before the background fold was ready: the step waits for it
+        (bounded by `compaction.workerTimeoutS`), then commits it; True when it committed. A
+        fold still running then is cancelled: the pressure compaction takes over."""
+        session, cfg = scope.session, scope.config.compaction
+        started = time.monotonic()
+        done = await self.folds.wait(session.id, cfg.workerTimeoutS)
+        log.info("session %s turn %d: at %d tokens before the background fold was ready; the step waited %d ms",
+                 session.id, turn, measured.tokens, (time.monotonic() - started) * 1000)
+        if not done:
+            self.folds.drop(session.id, "the compaction threshold was reached first")
+            return False
+        return await self._land_background(scope, turn)
+
     async def overflow(self, scope: CompactionScope, turn: int) -> bool:
         """Recover from a provider overflow once per turn; True when the request should be replayed."""
         session = scope.session
@@ -186,8 +274,10 @@ class CompactionService:
             await self._compact(scope, selection, turn)
         return session.log.replace_generation > generation
 
-    async def _compact(self, scope: CompactionScope, selection: Selection, turn: int) -> CompactionResult | None:
-        """One automatic transaction owned by the open `turn`; its result, or None."""
+    async def _compact(self, scope: CompactionScope, selection: Selection, turn: int,
+                       made: tx_.Summary | None = None) -> CompactionResult | None:
+        """One automatic transaction owned by the open `turn` (`made`: a background fold's
+        checkpoint); its result, or None."""
         session = scope.session
         if session.log.index.open_turn != turn:
             return None
@@ -202,7 +292,7 @@ class CompactionService:
             return None
         try:
             async with session.job_lock:
-                return await run_transaction(scope, selection, turn=turn)
+                return await run_transaction(scope, selection, turn=turn, made=made)
         except TooSmallToFold as exc:
             log.info("session %s turn %d: no automatic compaction: %s", session.id, turn, exc)
             return None

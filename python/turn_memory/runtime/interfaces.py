@@ -78,6 +78,10 @@ class TurnRewrites(Protocol):
         """While inside, no queued turn starts compressing. On entry it waits (bounded) for
         the ones in flight, then lands what is ready into `open_turn` (None: lands nothing)."""
 
+    def busy_turns(self, session: MirroredSession) -> set[int]:
+        """Turns whose own compression may still land (marked, compressing or ready): a
+        checkpoint folded in the background stops before them."""
+
     def ready_within(self, session: MirroredSession, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
         """Finished compressions not landed yet whose whole turn lies in `seqs`."""
 

@@ -45,13 +45,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from turn_memory.config import TurnConfig
+from turn_memory.host.prices import JOB_TOKENS, MISS, OUTPUT
 from turn_memory.turns.nodes import OriginalNode
 
-#: uncached input and output, priced in cached input tokens (DeepSeek's price list)
-MISS = 10.0
-OUTPUT = 15.0
-#: what one job reads besides its turns, uncached: the task prompt and the catalog
-JOB_TOKENS = 400
 #: the workers' own system prompt and tools, read from the cache (shared by every worker)
 WORKER_PREFIX_TOKENS = 2000
 #: the share of a turn a rewrite keeps, until the session's own landings measured it

@@ -310,6 +310,10 @@ class SessionTurns:
         raw, before = self.kept
         self.kept = (raw + max(0, job.tokens - fixed_tokens), before + kept)
 
+    def busy_turns(self) -> set[int]:
+        # a held turn is not busy: no worker is coming for it now, and a checkpoint may take it raw
+        return {t for t, job in self.jobs.items() if not job.phase.terminal and job.phase is not Phase.HELD}
+
     def ready_within(self, seqs: Sequence[int]) -> dict[int, ReadyTurn]:
         inside, out = set(seqs), {}
         for turn, job in self.jobs.items():
@@ -469,6 +473,10 @@ class TurnService:
         range): turn -> (its positions, its compressed nodes), for the checkpoint to fold."""
         turns = self.sessions.get(session.id)
         return turns.ready_within(seqs) if turns is not None else {}
+
+    def busy_turns(self, session: MirroredSession) -> set[int]:
+        own = self.sessions.get(session.id)
+        return own.busy_turns() if own is not None else set()
 
     def folded(self, session: MirroredSession, turns: Iterable[int], checkpoint_seq: int) -> None:
         """A checkpoint folded these turns' compressed form: nothing of theirs lands any more."""

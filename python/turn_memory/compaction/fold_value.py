@@ -1,0 +1,90 @@
+"""Whether folding the older history into a checkpoint now pays, and over which span
+(docs/decisions.md#a-checkpoint-is-folded-in-the-background-when-it-pays). Pure.
+
+Priced like a turn's worker (`turns.eligibility`), in units of one cached input token:
+
+- saving: the checkpoint replaces S tokens of history with C, on every later request:
+  (S - C) x R, R the requests the session is expected to make yet (the turn policy's horizon);
+- cost: the segment workers read the span uncached in their task (S x MISS) with the
+  session before them cached (a fork's context, once per segment), and write the checkpoint
+  (C x OUTPUT); and the next agent request reads the checkpoint and everything after it
+  uncached once (C + T) x (MISS - 1), T the surface after the span.
+
+C is not known before the workers ran: the share this session's checkpoints came out at
+(`FOLD_PRIOR` before one landed), never under the checkpoint's framing.
+
+The span is the one pressure would fold (from the first content node to a retained tail of
+`compaction.retainRatio` of the window), ending before the first turn whose own compression
+may still land (`busy`): a landing inside the span would move it under the checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Collection, Mapping
+
+from turn_memory.compaction.policy import select_pressure_range
+from turn_memory.compaction.selection import Selection
+from turn_memory.host.surface import SessionLog
+from turn_memory.host.prices import JOB_TOKENS, MISS, OUTPUT
+
+#: the share of its span a checkpoint keeps, until the session's own checkpoints measured it
+FOLD_PRIOR = 0.25
+
+
+@dataclass(frozen=True)
+class FoldFacts:
+    #: tokens of the span the checkpoint would replace
+    span: int
+    #: tokens of the surface after the span (the retained tail and the open turn)
+    tail: int
+    #: the agent requests the session is expected to make yet
+    requests: int
+    #: segments the span splits into (one worker each)
+    segments: int
+    #: what any checkpoint costs with an empty summary
+    framing: int
+    #: share of its span this session's checkpoints kept (None: none landed yet)
+    fold_ratio: float | None = None
+
+
+def checkpoint_estimate(facts: FoldFacts) -> int:
+    ratio = FOLD_PRIOR if facts.fold_ratio is None else min(1.0, max(0.0, facts.fold_ratio))
+    return max(facts.framing, int(ratio * facts.span))
+
+
+def fold_price(facts: FoldFacts) -> tuple[float, float]:
+    """(saving, cost) of folding the span now, in cached-token units."""
+    checkpoint = checkpoint_estimate(facts)
+    saving = max(0, facts.span - checkpoint) * facts.requests
+    prefix = facts.span + facts.tail  # a fork reads the session cached; a fresh spawn reads less
+    cost = (MISS * (facts.span + JOB_TOKENS * facts.segments) + prefix * facts.segments + OUTPUT * checkpoint
+            + (MISS - 1) * (checkpoint + facts.tail))
+    return float(saving), cost
+
+
+def background_span(log: SessionLog, prices: Mapping[int, int], retain_tokens: int,
+                    busy: Collection[int]) -> Selection | None:
+    """The span a background fold takes now, or None: the pressure span, cut before the first
+    node of a `busy` turn (at a unit boundary, tool pairs balanced); never a lone checkpoint."""
+    selection = select_pressure_range(log, dict(prices), retain_tokens)
+    if selection is None:
+        return None
+    origins = log.index.origins
+    span = selection.shadowed
+    for i, seq in enumerate(span):
+        origin = origins.get(seq)
+        if origin is not None and origin[0] == "turn" and origin[1] in busy:
+            span = span[:i]
+            break
+    if not span or not log.balanced_after(span[-1]):
+        return None
+    if all((o := origins.get(s)) is not None and o[0] == "checkpoint" for s in span) \
+            and len({origins.get(s) for s in span}) == 1:
+        return None  # folding a lone checkpoint into itself gains nothing
+    return Selection(list(span))
+
+
+def segments_of(span_tokens: int, segment_tokens: int) -> int:
+    return max(1, math.ceil(span_tokens / segment_tokens))

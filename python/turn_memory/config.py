@@ -154,9 +154,13 @@ class TurnConfig(_Section):
         "landings stay one at a time and in turn order"))
     policy: Literal["value", "size"] = Field("value", description=(
         "`value`: a completed turn, with the turns held before it, gets a worker once what it saves over the "
-        "requests the session is expected to make yet (as many as it made so far) pays for the worker, or once "
+        "requests the session is expected to make yet (as many as it made so far, plus `turns.horizonRequests` "
+        "once it used a tool) pays for the worker, or once "
         "the surface is past half of the compaction threshold; until then it is held, raw and pending "
         "(README \"What it costs\"); `size`: as soon as the held turns reach `turns.minTurnTokens` together"))
+    horizonRequests: int = Field(0, ge=0, description=(
+        "the `value` policy's and background checkpoints' horizon: agent requests a session that has used a tool "
+        "is expected to make beyond as many again as it made so far (0: only that Lindy estimate)"))
     minTurnTokens: int = Field(600, ge=0, description=(
         "turns smaller than this together (DSH's token estimate of their surface nodes) never get a worker: "
         "they are held, raw and pending, until later turns join them (0: every turn the model answered gets "

@@ -51,6 +51,18 @@ def test_the_value_policy_prices_a_worker_against_what_it_saves_over_the_request
     assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~98,000")
 
 
+def test_a_tool_using_session_counts_the_horizon_prior_and_a_chat_does_not():
+    """Issue 29: `turns.horizonRequests` adds to the Lindy estimate once the session used a tool."""
+    turn = [E.TurnFacts(1, 5000)]
+    config = TurnConfig(horizonRequests=20)
+    # an agent after its first turn of 10 requests: 0.7 x 5000 x (10 + 20) = 105,000 >= 99,000
+    early = E.choose(turn, facts(10, agentic=True), config)
+    assert early.dispatch == (1,) and "over the 30 requests the session is expected to make yet" in early.reason
+    # the same turn in a session that never called a tool: 0.7 x 5000 x 10 = 35,000
+    assert E.choose(turn, facts(10), config).dispatch == ()
+    assert E.choose(turn, facts(10, agentic=True), TurnConfig()).dispatch == ()  # the default adds nothing
+
+
 def test_what_the_sessions_rewrites_kept_and_its_history_move_the_price():
     # rewrites that kept 10%: 0.9 x 5000 x 28 = 126,000 against 54,000 + 9000 + 12,000 = 75,000
     assert E.price(5000, facts(28, keep_ratio=0.1)) == pytest.approx((126_000, 75_000))

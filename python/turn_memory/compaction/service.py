@@ -51,6 +51,7 @@ from turn_memory.compaction.background import BackgroundFolds
 from turn_memory.compaction.fold_value import FoldFacts, background_span, fold_price, segments_of
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.selection import Selection
+from turn_memory.host.prices import expected_requests
 from turn_memory.host.tokens import estimate_text
 from turn_memory.prompts import read_prompt
 from turn_memory.runtime.land import SpanMoved, check_spans
@@ -185,7 +186,9 @@ class CompactionService:
         if selection is None:
             return
         span = sum(prices.get(s, 0) for s in selection.shadowed)
-        facts = FoldFacts(span=span, tail=sum(prices.values()) - span, requests=log_.index.completed_steps(),
+        requests = expected_requests(log_.index.completed_steps(), log_.index.tool_results > 0,
+                                     scope.config.turns.horizonRequests)
+        facts = FoldFacts(span=span, tail=sum(prices.values()) - span, requests=requests,
                           segments=segments_of(span, cfg.segmentTokens),
                           framing=tx_.framing_tokens(log_.dialect, read_prompt("checkpoint")),
                           fold_ratio=self._fold_ratio.get(session.id))

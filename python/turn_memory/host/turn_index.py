@@ -191,6 +191,8 @@ class TurnIndex:
         self._end_turns: list[int] = []
         #: turn -> steps the agent loop opened in it (not turn-memory's landing steps)
         self.steps: dict[int, int] = {}
+        #: tool/result events committed (the session has used a tool when > 0)
+        self.tool_results = 0
         #: turns with a `pending` / `compression` marker anywhere in the log
         self.pending: set[int] = set()
         self.landed: set[int] = set()
@@ -226,6 +228,8 @@ class TurnIndex:
                 self.steps[data["turn"]] = self.steps.get(data["turn"], 0) + 1
         elif kind == "step/end":
             self.open_step = None
+        elif kind == "tool/result":
+            self.tool_results += 1
         elif kind == "compaction/start":
             self.unmatched_compaction = event
         elif kind == "compaction/end":

@@ -15,7 +15,8 @@ input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):
 - saving: the tokens the rewrite removes, (1 - k) x T, on every later request that carries
   them. How many later requests? The session is expected to go on as long again as it has
   so far (the Lindy prior for a lifetime of unknown length), so as many requests as the
-  session has made so far: F = the agent requests of its completed turns.
+  session has made so far: F = the agent requests of its completed turns; plus
+  `turns.horizonRequests` once the session has used a tool (`host.prices.expected_requests`).
 - cost: the worker reads the turns uncached (T + its task, x MISS) and the history before
   them cached (the fork's prefix); it writes the rewrite (k x T x OUTPUT); and the next
   agent request reads the rewrite uncached instead of the raw turns cached
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from turn_memory.config import TurnConfig
-from turn_memory.host.prices import JOB_TOKENS, MISS, OUTPUT
+from turn_memory.host.prices import JOB_TOKENS, MISS, OUTPUT, expected_requests
 from turn_memory.turns.nodes import OriginalNode
 
 #: the workers' own system prompt and tools, read from the cache (shared by every worker)
@@ -84,6 +85,8 @@ class SessionFacts:
     threshold_tokens: int | None = None
     #: share of a turn this session's landed rewrites kept (None: none landed yet)
     keep_ratio: float | None = None
+    #: the session has used a tool (`turns.horizonRequests` then adds to the horizon)
+    agentic: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,12 @@ def batches(tokens: Sequence[int], config: TurnConfig) -> list[int]:
     return out
 
 
-def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0) -> tuple[float, float]:
+def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0, horizon: int = 0) -> tuple[float, float]:
     """(saving, cost) of compressing `tokens` of raw turns, `fixed` of them not rewritable, with
-    `jobs` workers, in cached-token units."""
+    `jobs` workers, in cached-token units; `horizon`: `turns.horizonRequests`."""
     k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
     rewritable = max(0, tokens - fixed)
-    saving = (1 - k) * rewritable * session.agent_requests
+    saving = (1 - k) * rewritable * expected_requests(session.agent_requests, session.agentic, horizon)
     history = max(0, session.surface_tokens - tokens) + WORKER_PREFIX_TOKENS
     cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * rewritable * (OUTPUT + MISS - 1)
     return saving, cost
@@ -142,8 +145,9 @@ def choose(candidates: Sequence[TurnFacts], session: SessionFacts, config: TurnC
         return Choice(turns, f"{held}: the surface ({session.surface_tokens} tokens) is past half of the compaction "
                              f"threshold ({session.threshold_tokens})")
     saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)),
-                         sum(c.fixed for c in candidates))
-    numbers = (f"saves ~{saving:,.0f} over the {session.agent_requests} requests the session is expected to make yet, "
+                         sum(c.fixed for c in candidates), config.horizonRequests)
+    expected = expected_requests(session.agent_requests, session.agentic, config.horizonRequests)
+    numbers = (f"saves ~{saving:,.0f} over the {expected} requests the session is expected to make yet, "
                f"costs ~{cost:,.0f} (cached-token units)")
     if saving >= cost:
         return Choice(turns, f"{held}: {numbers}", saving, cost)

@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
 from turn_memory.host.tokens import estimate_text
+from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.workers import WorkerRegistry
@@ -42,6 +43,18 @@ log = logging.getLogger("turn_memory.turns")
 
 #: the routed model's context window of a session (None: not known yet); engine.py wires it
 WindowOf = Callable[[MirroredSession], "int | None"]
+
+
+def _loop_step(session: MirroredSession, open_turn: int) -> int | None:
+    """The step of `open_turn` the agent loop has open (rc8), for a landing that happens inside it:
+    an overflow's compaction runs after its step's request failed, with the step still open, and a
+    landing step of ours opened there would nest in it; DSH's token meter then fails at every
+    measure for the rest of the session (bench/soak.py, rc8: 525 failed measures after one
+    overflow). None between steps, and on 0.2, whose landings inside a step are its request's."""
+    step = session.log.index.open_step
+    if not session.log.dialect.plugin_steps or step is None or step[0] != open_turn or step[1] == LANDING_STEP:
+        return None
+    return step[1]
 
 
 class SessionTurns:
@@ -126,7 +139,7 @@ class SessionTurns:
         return eligibility.SessionFacts(
             agent_requests=index.completed_steps(), surface_tokens=session.log.tokens(),
             threshold_tokens=int(window * self.config.compaction.thresholdRatio) if window else None,
-            keep_ratio=kept / raw if raw else None)
+            keep_ratio=kept / raw if raw else None, agentic=index.tool_results > 0)
 
     async def compress(self, turns: list[int]) -> None:
         """One worker reads and rewrites the batch's turns together, once; each still lands,
@@ -422,7 +435,8 @@ class TurnService:
         never under a compaction."""
         async with queue.marking:
             await queue.released()
-            await job.mark()
+            with queue.landing_marker():  # no await since released(): a compaction now waits for it
+                await job.mark()
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.
@@ -488,7 +502,8 @@ class TurnService:
     async def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
                               timeout: float) -> AsyncIterator[None]:
         """The session compaction's side of the rewrite barrier: for as long as it is inside, no queued turn
-        starts compressing; on entry it waits (bounded) for the ones in flight, then lands what
+        starts compressing and no pending marker starts landing; on entry it waits (bounded) for
+        the markers landing and the compressions in flight, then lands what
         is ready into `open_turn` (None: lands nothing), so the range it selects is the surface
         as it will stay. A compression still running after `timeout` goes on; its landing is
         refused later if the checkpoint took its turn."""
@@ -498,7 +513,14 @@ class TurnService:
             return
         queue = turns.queue
         with queue.held():
-            running, started = queue.running, time.monotonic()
+            # a pending marker already on its way replaces its turn's first user node: a range
+            # read before it lands would no longer be contiguous at the commit (the /compact
+            # issued right at a turn's end); the ones not yet started wait for the release
+            started = time.monotonic()
+            if not await queue.markers_landed(timeout):
+                log.warning("session %s: a pending marker still landing after %.0fs; the compaction goes on",
+                            session.id, timeout)
+            running = queue.running
             if running:
                 listed = ", ".join(map(str, running))
                 if await queue.settled(timeout):
@@ -508,7 +530,7 @@ class TurnService:
                     log.warning("session %s: turn(s) %s still compressing after %.0fs; the compaction goes on without "
                                 "them", session.id, listed, timeout)
             if open_turn is not None:  # everything ready lands now: the checkpoint may take what follows it
-                await turns.land_ready(session, open_turn)
+                await turns.land_ready(session, open_turn, open_step=_loop_step(session, open_turn))
             yield
 
     def close(self) -> list["asyncio.Task[None]"]:

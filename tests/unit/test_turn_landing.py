@@ -348,3 +348,44 @@ def test_random_edits_never_yield_a_plan_the_host_rejects(shape, ops, dialect, t
     assert SessionLog(dialect, log.events).reload_problems == []
     assert model_view_is_paired(log)
     assert any(marker_of(e) == ("compression", 2) for e in events)
+
+
+def test_a_v02_turn_with_the_hosts_tool_registry_message_lands_in_place_around_it():
+    """0.2 commits a developer/message inside the step whose tool list changed (the memory tools
+    joining the request that first needs them): that turn is still marked and compressed in
+    place, the message staying where it is; a landing that replaces the whole turn skips it."""
+    from turn_memory.turns.compression import surface_positions
+
+    b = LogBuilder(V02)
+    b.system()
+    add_turn(b, Shape(steps=[(0, False, False)], snapshot=False), "earlier task")
+    b.turn_no = turn = 2
+    b.add("turn/start", {"turn": turn})
+    b.step_no = 1
+    b.add("step/start", {"turn": turn, "step": 1})
+    b.user("please fix the parser " + "with care " * 10)
+    b.snapshot()
+    developer = b.add("developer/message", {"turn": turn, "step": 1, "message": {
+        "id": "dev-1", "role": "developer", "source": {"kind": "tool-registry"},
+        "content": [{"type": "text", "text": ""}]}}, op="append")
+    b.assistant("reading it " + "detail " * 15, tool_calls=("call-x",))
+    b.tool_result("call-x", "output " * 40, call_seq=b.tool_call("call-x"))
+    b.add("step/end", {"turn": turn, "step": 1})
+    b.step_no = 2
+    b.add("step/start", {"turn": turn, "step": 2})
+    b.assistant("Fixed the parser.")
+    b.add("step/end", {"turn": turn, "step": 2})
+    b.add("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    b.add("turn/start", {"turn": 3})
+    log = SessionLog(V02, b.events)
+
+    positions = surface_positions(log, turn, "test")
+    assert positions is not None and developer not in positions and len(positions) == 5
+    assert surface_positions(log, turn, "test", in_place=False) is None
+    editor = TurnNodeEditor(turn, original_nodes(log, positions), keep_assistants=True)
+    editor.replace("n1", "n2", [Output("user", "Fix the parser.")])
+    editor.replace("n4", None, [Output("tool", "the parser's output, 40 words")])
+    events = stamp(log, plan_landing(log, editor, positions, LandingContext(turn, 3, 1)).events)
+    for event in events:
+        assert log.append(event) == []
+    assert developer in log.nodes and log.reload_problems == []

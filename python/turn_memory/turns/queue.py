@@ -20,8 +20,9 @@ compressing is each turn's phase (`turns.lifecycle`), read through `TurnWork`, t
 interface the turn service gives it; the queue only remembers which turns it was given (once
 per process) and which turns each running job took.
 
-Session compaction coordinates through `held()` (no new job starts while it reads and
-replaces the surface) and `settled()` (no job is compressing).
+Session compaction coordinates through `held()` (no new job starts, no pending marker starts
+landing, while it reads and replaces the surface), `markers_landed()` (the markers that
+started landing before it held the queue have landed) and `settled()` (no job is compressing).
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ class TurnQueue:
         self._holds = 0
         #: pending markers land one at a time, and never while a compaction holds the queue
         self.marking = asyncio.Lock()
+        #: no pending marker is landing right now (`landing_marker`)
+        self._markers_landed = asyncio.Event()
+        self._markers_landed.set()
+        self._markers = 0
         self._closed = False
 
     # -- arrivals ----------------------------------------------------------------------
@@ -232,6 +237,24 @@ class TurnQueue:
         """Wait until no compaction holds the queue."""
         while not self._released.is_set():
             await self._released.wait()
+
+    @contextmanager
+    def landing_marker(self) -> Iterator[None]:
+        """Around a pending marker's landing, entered right after `released()` with no await
+        between: a compaction that holds the queue from then on waits for it (`markers_landed`),
+        since the marker replaces its turn's first user node."""
+        self._markers += 1
+        self._markers_landed.clear()
+        try:
+            yield
+        finally:
+            self._markers -= 1
+            if not self._markers:
+                self._markers_landed.set()
+
+    async def markers_landed(self, timeout: float | None = None) -> bool:
+        """Wait until no pending marker is landing; False on timeout."""
+        return await _wait(self._markers_landed, timeout)
 
     async def settled(self, timeout: float | None = None) -> bool:
         """Wait until no job is compressing (queued or held turns may remain); False on timeout."""

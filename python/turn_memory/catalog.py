@@ -30,6 +30,25 @@ def public_tools() -> list[PublicTool]:
     return [session_history.TOOL, read_image.public_tool(), continuation_tool.public_tool()]
 
 
+def carried_tools(session: MirroredSession, turn: int, config: EngineConfig, tools: PublicTools) -> list[str]:
+    """The public tools a user agent of `session` carries in its requests from this step on
+    (docs/decisions.md#the-memory-tools-join-the-request-that-first-needs-them).
+
+    None until one of them has a use: `read_session_history` and `read_memory_image` once the
+    surface shows a rewrite (a compressed turn, a checkpoint: the log holds an original the
+    surface no longer shows, and images fold into markers only in a rewrite), the hand-off
+    tool once the open turn has reached its first reminder milestone. Then all of them at
+    once: the tool list is the head of every cached prefix, so each change of it re-misses
+    the whole prefix, while a declaration carried before it is needed costs its few hundred
+    tokens at the cache-hit price. The caller keeps the answer once given (it never shrinks).
+    """
+    wanted = session.log.index.rewritten
+    if not wanted and continuation_reminder.enabled(config):
+        interval = config.turnContinuation.reminderIntervalNodes
+        wanted = len(continuation_state.open_turn_nodes(session.log, turn)) >= interval
+    return tools.names(config) if wanted else []
+
+
 def worker_tools() -> dict[str, SharedTool]:
     """Public tools also mounted in both compression-worker scopes, answered for the parent session."""
     return {read_image.NAME: read_image.read_image}
@@ -43,14 +62,15 @@ def context_sections() -> list[ContextSection]:
 
 def declared(config: EngineConfig, tools: PublicTools, contexts: list[ContextSection]) -> tuple[list[ToolSpec], list[str]]:
     """What the handshake declares for the shim to register on every user agent: the public
-    tools' specs and the names of the runtime-context sections this config enables."""
+    tools' specs (a request shows one only once the engine names it, `carried_tools`) and the
+    names of the runtime-context sections this config enables."""
     return tools.specs(config), [c.name for c in contexts if c.enabled(config)]
 
 
 def declarations_cache(config: EngineConfig) -> dict[str, Any]:
     """The shim's declarations cache (`$DSH_HOME/turn-memory/declared.json`) for this config,
     exactly as the shim writes it after a handshake: the installer writes it, so the first
-    DSH start after an install registers the public tools before its first request and the
-    tool list (the head of every cached prompt prefix) never changes mid-session."""
+    DSH start after an install registers the public tools before its first request, ready for
+    the step whose pre-step names them (`carried_tools`) even while the engine boots."""
     specs, sections = declared(config, PublicTools(public_tools()), context_sections())
     return {"publicTools": [s.model_dump(mode="json", exclude_none=True) for s in specs], "contextSections": sections}

@@ -36,7 +36,7 @@ from turn_memory.bridge.protocol import (
 )
 from turn_memory.bridge.port import BridgeHostPort
 from turn_memory.bridge.server import BridgeServer, Peer, RemoteError
-from turn_memory.catalog import context_sections, declared, public_tools, worker_tools
+from turn_memory.catalog import carried_tools, context_sections, declared, public_tools, worker_tools
 from turn_memory.compaction.failures import CompactionFailed, error_info
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.service import CompactionService
@@ -73,6 +73,9 @@ class Engine:
         self.followups = FollowupDispatcher(self.turns)
         self.public_tools = PublicTools(public_tools())
         self.contexts = context_sections()
+        #: sessions whose agents carry the public tools: once named, always named (a tool list
+        #: that shrank again would break the cached prefix a second time)
+        self._carrying: set[str] = set()
         self.server: BridgeServer | None = None
         self._peers: dict[bytes, tuple[Dialect, EngineConfig]] = {}
         #: where each peer's DSH home keeps finished compressions until they land
@@ -170,6 +173,7 @@ class Engine:
     def _session_closed(self, peer: Peer, params: SessionClosedParams, payload: bytes | None) -> None:
         self.mirror.close(params.sessionId)
         self.hints.forget_session(params.sessionId)
+        self._carrying.discard(params.sessionId)
 
     def _ping(self, peer: Peer, params: PingParams, payload: bytes | None) -> dict[str, Any]:
         return {"echo": params.echo}
@@ -227,7 +231,8 @@ class Engine:
         withhold = self.followups.withheld(session, params.turn, params.step, at_request)
         return PreStepResult(contexts={c.name: c.render(session, params.turn, params.step, config)
                                        for c in self.contexts if c.enabled(config)}, landAtRequest=at_request,
-                             withhold=withhold, notice=self.turns.notice(session.id))
+                             withhold=withhold, notice=self.turns.notice(session.id),
+                             tools=self._tools_of(session, params.turn, config))
 
     async def _at_request(self, params: RequestParams) -> RequestResult:
         session = self.mirror.get(params.sessionId)
@@ -236,7 +241,17 @@ class Engine:
         await session.wait_for_length(params.logLength)  # the step/start the loop just appended
         await self.turns.at_request(session, params.turn, params.step)
         # a follow-up this step takes in whose hand-off turn the host just refused to land
-        return RequestResult(withhold=self.followups.withheld(session, params.turn, params.step, False))
+        return RequestResult(withhold=self.followups.withheld(session, params.turn, params.step, False),
+                             tools=self._tools_of(session, params.turn, self._config(session.peer)))
+
+    def _tools_of(self, session: MirroredSession, turn: int, config: EngineConfig) -> list[str]:
+        """The public tools this session's agent carries from this request on (sticky)."""
+        if session.id in self._carrying:
+            return self.public_tools.names(config)
+        tools = carried_tools(session, turn, config, self.public_tools)
+        if tools:
+            self._carrying.add(session.id)
+        return tools
 
     async def _public_tool(self, peer: Peer, params: PublicToolParams) -> ToolResult:
         session = self.mirror.get(params.sessionId)

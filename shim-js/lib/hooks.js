@@ -38,8 +38,9 @@ function tracks(tm, agent) {
 
 /**
  * Before a step: the engine may land a finished compression here, say what the memory
- * sections show, defer its landing to the step's request (0.2), and name input messages the
- * step must not take in (an automatic continuation whose hand-off turn did not land compressed).
+ * sections show and which memory tools the agent carries from this request on, defer its
+ * landing to the step's request (0.2), and name input messages the step must not take in (an
+ * automatic continuation whose hand-off turn did not land compressed).
  */
 export async function preStep(tm, { agent, turn, step, signal }, next) {
   // an engine still booting may hold the previous turn's landing: worth a bounded wait only
@@ -54,6 +55,7 @@ export async function preStep(tm, { agent, turn, step, signal }, next) {
         sessionId: agent.session.id, logLength: agent.session.seq, turn, step, agentOptions: routeOf(agent),
       }, { timeoutMs: tm.handshake.preStepTimeoutMs, signal, liveness: tm.liveness() });
       tm.publicTools.setContexts(agent, answer?.contexts);
+      tm.publicTools.carry(agent, answer?.tools); // into this step's request, with the landing it follows
       if (answer?.landAtRequest) tm.atRequest.set(agent, `${turn}:${step}`);
       withhold = answer?.withhold ?? [];
       if (answer?.notice) {
@@ -95,6 +97,7 @@ export async function request(tm, { agent, turn, step, signal }, next) {
     try {
       const answer = await tm.callEngine('turn.request', { sessionId: agent.session.id, logLength: agent.session.seq, turn, step },
         { timeoutMs: tm.handshake.preStepTimeoutMs, signal, liveness: tm.liveness() });
+      tm.publicTools.carry(agent, answer?.tools); // the host reads the step's tool list after this hook
       const withhold = answer?.withhold ?? [];
       if (withhold.length) withholdInStep(tm, agent, input, withhold);
     } catch (error) {

@@ -13,7 +13,7 @@ const HUMAN = { id: 'h1', role: 'user', source: { kind: 'user' }, content: [] };
 function plugin({ ready = true, answers = {}, bootWait = false } = {}) {
   const agent = { session: { id: 's1', seq: 12, header: {} }, options: { provider: 'p', model: 'm' }, cancelled: [] };
   agent.cancel = (cause, opts) => agent.cancelled.push([cause, opts]);
-  const seen = { calls: [], warnings: [], contexts: [], tracked: [], attached: [], events: [], started: 0 };
+  const seen = { calls: [], warnings: [], contexts: [], tracked: [], attached: [], carried: [], events: [], started: 0 };
   const tm = {
     ctx: { logger: { warn: (line) => seen.warnings.push(line) } },
     bridge: { ready },
@@ -23,7 +23,11 @@ function plugin({ ready = true, answers = {}, bootWait = false } = {}) {
       onEvent: (session, event) => seen.events.push(event.type),
     },
     workers: { snapshotSources: [{ kind: 'runtime-context' }], setup() {} },
-    publicTools: { setContexts: (a, contexts) => seen.contexts.push(contexts), attach: (a) => seen.attached.push(a) },
+    publicTools: {
+      setContexts: (a, contexts) => seen.contexts.push(contexts),
+      attach: (a) => seen.attached.push(a),
+      carry: (a, tools) => seen.carried.push(tools),
+    },
     handshake: { skipSubagents: true, preStepTimeoutMs: 2000, bootWait },
     settings: { manualTimeoutMs: 600000 },
     atRequest: new WeakMap(),
@@ -64,8 +68,10 @@ describe('hooks', () => {
   });
 
   test('pre-step: the engine is asked, its sections shown, and the step enters as the host proposed', async () => {
-    const { tm, agent, seen } = plugin({ answers: { 'turn.preStep': { contexts: { 'turn-memory:continuation': 'x' } } } });
+    const { tm, agent, seen } = plugin({ answers: { 'turn.preStep': {
+      contexts: { 'turn-memory:continuation': 'x' }, tools: ['read_session_history'] } } });
     const decision = await preStep(tm, { agent, turn: 3, step: 1, signal }, enter([SNAPSHOT, HUMAN]));
+    assert.deepEqual(seen.carried, [['read_session_history']]); // the tools the engine named, for this step on
     assert.deepEqual(decision.messages.map((m) => m.id), ['ctx', 'h1']);
     assert.deepEqual(seen.calls, [{ method: 'turn.preStep', timeoutMs: 2000, params: {
       sessionId: 's1', logLength: 12, turn: 3, step: 1, agentOptions: { provider: 'p', model: 'm' } } }]);
@@ -95,7 +101,8 @@ describe('hooks', () => {
   });
 
   test('a landing deferred to the request: the request hook calls the engine once, for that step only', async () => {
-    const { tm, agent, seen } = plugin({ answers: { 'turn.preStep': { landAtRequest: true }, 'turn.request': {} } });
+    const { tm, agent, seen } = plugin({ answers: { 'turn.preStep': { landAtRequest: true },
+      'turn.request': { tools: ['read_session_history', 'read_memory_image'] } } });
     await preStep(tm, { agent, turn: 5, step: 1, signal }, enter([HUMAN]));
     let nexts = 0;
     const next = async () => { nexts += 1; };
@@ -104,6 +111,8 @@ describe('hooks', () => {
     await request(tm, { agent, turn: 5, step: 1, signal }, next); // already done
     assert.deepEqual(seen.calls.map((c) => c.method), ['turn.preStep', 'turn.request']);
     assert.equal(nexts, 3);
+    // the request's answer names the tools after its landing: the host reads the list after this hook
+    assert.deepEqual(seen.carried, [undefined, ['read_session_history', 'read_memory_image']]);
   });
 
   test('a landing refused at the request drops the follow-up from the step input, or cancels a step left empty', async () => {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import reload
-from test_turn_compression_e2e import AGENT_TURN_1, BARRIER, FINISH, FOLD, IS_WORKER, TASK_1, agent_requests, \
+from test_turn_compression_e2e import AGENT_TURN_1, BARRIER, BARRIER_REWRITE, FINISH, FOLD, IS_WORKER, TASK_1, agent_requests, \
     worker_requests
 from turn_memory.devtools import price_model as pm
 from turn_memory.host.markers import marker_of
@@ -18,19 +18,40 @@ pytestmark = pytest.mark.e2e
 MEMORY_TOOLS = {"read_session_history", "read_memory_image", "continue_after_turn_compression"}
 
 
-def test_a_fresh_installs_first_dsh_start_offers_the_memory_tools_from_its_first_request(home, fake):
-    # the template home was installed and never started: no handshake has run yet. A tool list
-    # that grows after the engine's handshake would break the whole cached prefix once
-    fake.push("turn", *AGENT_TURN_1, "Turn two done.")
+def prefix_breaks(requests) -> list[int]:
+    """Indexes of the requests that do not extend the request before them (a cached-prefix miss)."""
+    texts = [pm.canonical_text(r.tools, r.messages) for r in requests]
+    return [i for i in range(1, len(texts)) if not texts[i].startswith(texts[i - 1])]
+
+
+def memory_tools(request) -> set[str]:
+    return MEMORY_TOOLS & set(request.tool_names)
+
+
+def test_the_memory_tools_join_the_request_that_carries_the_first_compressed_turn_and_stay(home, fake):
+    # nothing to read back before the first landing: no declarations (~700 tokens) in those
+    # requests; the tool list changes in the request the landing rewrites anyway (one cache
+    # break, not two), and never again, across a restart too
+    fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE", "Turn three after reopening. THIRD-DONE")
     fake.add_rule(IS_WORKER, replies=[FOLD, FINISH])
-    run = home.run([TASK_1, "Second task: add a regression test."])
+    run = home.run([TASK_1, "Second task: add a regression test."], engine_overrides=BARRIER_REWRITE)
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
-    lists = [r.tool_names for r in agent_requests(fake)]
-    assert len(lists) >= 4 and MEMORY_TOOLS <= set(lists[0]), lists[0]
-    assert all(names == lists[0] for names in lists), "the agent's tool list changed during the session"
-    # so every agent request after the first reads the whole tools + system prefix from the cache
-    texts = [pm.canonical_text(r.tools, r.messages[:1]) for r in agent_requests(fake)]
-    assert len(set(texts)) == 1
+    agent = agent_requests(fake)
+    first = next(i for i, r in enumerate(agent) if "COMPRESSED-USER" in r.all_text())
+    assert "Second task" in agent[first].all_text()  # turn 2's first request (the landing barrier)
+    assert [memory_tools(r) for r in agent] == [set()] * first + [MEMORY_TOOLS] * (len(agent) - first)
+    # the host's own tools are as they were; ours join them in one change
+    assert [set(r.tool_names) - MEMORY_TOOLS for r in agent] == [set(agent[0].tool_names)] * len(agent)
+    assert prefix_breaks(agent) == [first]
+
+    # a new DSH process resumes the session: its first request carries the tools its last one did
+    seen = len(fake.requests)
+    again = home.run(["Third task after reopening."], resume=run.session_id, engine_overrides=BARRIER_REWRITE)
+    assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
+    resumed = [r for r in agent_requests(fake) if fake.requests.index(r) >= seen]
+    assert resumed and all(r.tool_names == agent[-1].tool_names for r in resumed), \
+        [r.tool_names for r in resumed]
+    reload(home, home.session_log(run.session_id)[1])  # 0.2.1 logged the change (a tool-addition): it reloads
 
 
 def test_every_worker_after_the_first_reads_its_instructions_from_the_cache(home, fake):
@@ -76,6 +97,8 @@ def test_with_the_default_policy_a_short_session_runs_no_worker_and_its_requests
     # the pending markers are content-identical copies: each request extends the one before it
     # and so reads all of it from the cache, however long the paths and dates in it make it
     agent = agent_requests(fake)
+    # nothing compressed, nothing to read back: no memory tool in any request
+    assert not any(memory_tools(r) for r in agent), [r.tool_names for r in agent]
     texts = [pm.canonical_text(r.tools, r.messages) for r in agent]
     assert all(now.startswith(before) for before, now in zip(texts, texts[1:]))
     priced = pm.price([pm.Request(text, 1) for text in texts])

@@ -121,10 +121,9 @@ def test_an_image_turn_lands_with_its_marker_and_read_memory_image_returns_it(ho
     # a forged id is refused with an error result and no image
     assert any("no image with ref" in t and FORGED in t for t in tool_texts(turn2[2]))
     assert len(image_urls(turn2[2])) == 1  # still only the one legitimately read
-    # the main agent's catalog has read_memory_image and none of the worker tools
-    # (the step's catalog is assembled before the pre-step that may wait for a booting engine,
-    # so the public tool shows from the first step assembled after the handshake)
-    assert "read_memory_image" in turn2[-1].tool_names and not is_worker(turn2[-1])
+    # the main agent's catalog has read_memory_image (from the request carrying the landed
+    # marker on) and none of the worker tools
+    assert all("read_memory_image" in r.tool_names for r in turn2) and not is_worker(turn2[-1])
 
 
 def test_read_memory_image_on_a_text_only_model_is_refused(home, fake):

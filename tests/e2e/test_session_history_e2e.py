@@ -55,14 +55,15 @@ def test_agent_reads_back_a_compressed_turn_with_reasoning_and_searches_only_its
     _, other_events = home.session_log(run.session_of("other"))
     assert ("compression", 1) in [marker_of(e) for e in other_events]
 
-    # the template's start left its declarations behind: the very first request of this
-    # start already offers the memory tools, before the engine has even finished booting
+    # nothing compressed yet, nothing to read back: the first request declares no memory tool
     first = next(r for r in fake.requests if r.kind == "turn")
-    assert {"read_session_history", "read_memory_image"} <= set(first.tool_names), first.tool_names
+    assert not {"read_session_history", "read_memory_image"} & set(first.tool_names), first.tool_names
 
-    # turn 1 was compressed: the next request no longer carries the secret...
+    # turn 1 was compressed: the next request no longer carries the secret, and offers the
+    # tools that read it back from the request that first carries the compressed turn on...
     second = next(r for r in fake.requests_of("turn") if "Check what you found" in r.last_user_text)
     assert "COMPRESSED-ASSISTANT" in second.all_text() and SECRET not in second.all_text()
+    assert {"read_session_history", "read_memory_image"} <= set(second.tool_names), second.tool_names
 
     catalog, turn1, found, foreign, missing = history_results(fake)[-5:]
     assert "- turn 1:" in catalog and "turn-memory: landed" in catalog and "- turn 2" not in catalog  # turn 2 is open

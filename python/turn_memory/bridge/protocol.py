@@ -209,6 +209,10 @@ class PreStepResult(_Model):
     withhold: list[str] = Field(default_factory=list)
     #: one plain line for DSH's output (the shim warns with it once), e.g. that compression stopped
     notice: str | None = None
+    #: names of the hello's `publicTools` this agent's requests carry from this step's request
+    #: on (the shim adds them to the step's assembled tool list and never drops one again);
+    #: none until the session has something to read back or hand off (`catalog.carried_tools`)
+    tools: list[str] = Field(default_factory=list)
 
 
 class RequestParams(_Model):
@@ -226,6 +230,9 @@ class RequestResult(_Model):
     #: refused: the shim drops those messages from the step's input, and cancels the step
     #: (the turn ends aborted, before its model request) when only host context is left
     withhold: list[str] = Field(default_factory=list)
+    #: as `PreStepResult.tools`, after this request's landing: the request carrying the first
+    #: compressed turn carries the memory tools too (one cache break, not two)
+    tools: list[str] = Field(default_factory=list)
 
 
 class OverflowParams(_Model):

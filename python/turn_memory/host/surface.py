@@ -396,7 +396,7 @@ class SessionLog:
         #: v02 reload-time turn/step/tool/compaction relationships (None: not checked)
         self._life: Lifecycle | None = Lifecycle() if dialect.lifecycle_checked else None
         #: per-turn facts kept as the log grows (host.turn_index): no reader rescans the log
-        self.index = TurnIndex(dialect, self._surface.index)
+        self.index = TurnIndex(dialect, self._surface.index, self.events.__getitem__)
         self._prices: dict[int, int | None] = {}
         self.extend(events)
 

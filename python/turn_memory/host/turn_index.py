@@ -13,7 +13,10 @@ pricing ask costs O(1) or O(turn), never a pass over the whole log:
 - turn-memory's durable markers: the turns with a `pending` and with a `compression` marker
   anywhere in the log (a checkpoint that later shadows one does not unmark the turn);
 - the lifecycle state at the end of the log: the open turn and step, the latest unmatched
-  `compaction/start`, the latest `session/end-seed`.
+  `compaction/start`, the latest `session/end-seed`;
+- whether the surface was ever rewritten (`rewritten`): a message replaced by anything but
+  an exact-content copy of it (a compressed turn, a checkpoint), so the log holds an
+  original the surface no longer shows.
 
 Everything a full scan would answer is kept equal to it; `tests/unit/test_turn_index.py`
 checks that on logs of both dialects.
@@ -163,6 +166,20 @@ class OriginFold:
             self.origins.pop(seq, None)
 
 
+def _content(event: dict[str, Any]) -> Any:
+    data = event.get("data") or {}
+    message = data.get("message", data) if isinstance(data, dict) else None
+    return message.get("content") if isinstance(message, dict) else None
+
+
+def _same_copy(event: dict[str, Any], shadowed: Sequence[int], event_at: Callable[[int], dict[str, Any]]) -> bool:
+    """`event` replaces one node with an exact-content copy of it (a marker copy)."""
+    if len(shadowed) != 1:
+        return False
+    original = event_at(shadowed[0])
+    return original.get("type") == event.get("type") and _content(original) == _content(event)
+
+
 def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int, UnitKey]:
     """Origin unit of every surface-eligible event, by seq (one pass over the log); a
     `SessionLog` keeps the same map incrementally (`log.index.origins`)."""
@@ -176,8 +193,11 @@ def node_origins(events: Sequence[dict[str, Any]], dialect: Dialect) -> dict[int
 class TurnIndex:
     """Per-turn facts of one session log, kept as it grows (see the module docstring)."""
 
-    def __init__(self, dialect: Dialect, position: Callable[[int], int | None]) -> None:
+    def __init__(self, dialect: Dialect, position: Callable[[int], int | None],
+                 event_at: Callable[[int], dict[str, Any]] | None = None) -> None:
         self._origin = OriginFold(dialect)
+        #: the committed event of a seq (the log's own list): what a replacement shadowed
+        self._event_at = event_at
         #: seq -> origin unit of every surface node ever committed (shadowed ones included)
         self.origins = self._origin.origins
         #: surface position of a seq (None when not on the surface): the log's own index
@@ -205,6 +225,9 @@ class TurnIndex:
         #: the latest compaction/start without a compaction/end after it
         self.unmatched_compaction: dict[str, Any] | None = None
         self.latest_end_seed: int | None = None
+        #: a message was replaced by anything but an exact-content copy of it (a pending or
+        #: no-op marker is one): the log keeps originals the surface no longer shows. Sticky
+        self.rewritten = False
 
     # -- folding -----------------------------------------------------------------------
     def feed(self, event: dict[str, Any], shadowed: tuple[int, ...] = ()) -> None:
@@ -241,6 +264,8 @@ class TurnIndex:
             if mark[0] == "compression":
                 kept = (event["data"].get("source") or {}).get("keptAssistants") is True
                 (self.kept_assistants.add if kept else self.kept_assistants.discard)(mark[1])
+        if shadowed and not self.rewritten and kind in TURN_NODE_TYPES:
+            self.rewritten = self._event_at is None or not _same_copy(event, shadowed, self._event_at)
         origin = self._origin.feed(event)
         if origin is None:
             return

@@ -60,6 +60,10 @@ class PublicTools:
     def __init__(self, tools: list[PublicTool]):
         self._tools = {t.name: t for t in tools}
 
+    def names(self, config: EngineConfig) -> list[str]:
+        """The tools offered under this config, in declaration order."""
+        return [name for name, tool in self._tools.items() if tool.enabled(config)]
+
     def specs(self, config: EngineConfig) -> list[ToolSpec]:
         """What the shim registers; a missing description fails the handshake loudly."""
         descriptions = prompt_sections(PROMPT)

@@ -7,9 +7,52 @@
 // directory) under a suppressor, and a fork's seed retains the parent's snapshot, so the child
 // would get a fresh snapshot after its task: the handshake names what to shadow and where the
 // projected snapshot must go (before the task: the fork's "none" retraction, nothing else).
+import { randomUUID } from 'node:crypto';
+
 import { engineTool } from './engine-tools.js';
 
 const MARKER = 'turnMemoryWorker';
+const CATALOG = 'subagent/catalog';
+
+/** parent session -> the ids of our workers whose catalog fact it holds back */
+const hiddenChildren = new WeakMap();
+
+/**
+ * 0.2: keep one worker out of its parent's subagent catalog. A local child always records
+ * a `subagent/catalog` fact (mode "continuable") in its parent's session when its task is
+ * accepted (dsh-subagent SubagentManager.startLocal -> establishCatalogChild), and the person's
+ * header lists every entry of that catalog as a conversation they can open and type into
+ * (dsh-client-ui-subagent CatalogDropdown). The host offers no hidden or internal child, and
+ * only an external provider (no prepareContinuable) skips that fact. So the worker starts under
+ * an id reserved here, and the parent session's `append` passes every event through except
+ * that one fact about a reserved id (the wrapper stays on the session; it filters nothing once
+ * the id is released). The worker itself runs as before. Returns the release; a session whose
+ * `append` cannot be wrapped keeps listing the worker (nothing else changes).
+ */
+export function hideFromCatalog(session, childId) {
+  let ids = hiddenChildren.get(session);
+  if (ids === undefined) {
+    const append = session?.append;
+    if (typeof append !== 'function') return () => {};
+    ids = new Set();
+    const held = ids;
+    try {
+      Object.defineProperty(session, 'append', {
+        configurable: true,
+        writable: true,
+        value: function append_(type, data, ...rest) {
+          if (type === CATALOG && held.has(data?.childId)) return undefined;
+          return append.call(this, type, data, ...rest);
+        },
+      });
+    } catch {
+      return () => {};
+    }
+    hiddenChildren.set(session, ids);
+  }
+  ids.add(childId);
+  return () => ids.delete(childId);
+}
 
 export function isWorker(agent) {
   return agent.options?.[MARKER] !== undefined;
@@ -101,20 +144,30 @@ export class Workers {
       },
     };
     let run;
+    let release = () => {};
     try {
-      run = typeof subagents.startActivation === 'function'
-        // 0.2: a one-shot child whose result comes back to us, not into the parent's inbox
-        ? await subagents.startActivation({
-          provider: spec.mode, label: spec.label, delivery: 'caller', signal: abort.signal, request,
-        })
+      if (typeof subagents.startActivation === 'function') {
+        // 0.2: a one-shot child whose result comes back to us, not into the parent's inbox,
+        // under an id reserved here so that it stays out of the person's subagent list
+        const childId = randomUUID();
+        release = hideFromCatalog(parent.session, childId);
+        run = await subagents.startActivation({
+          provider: spec.mode, label: spec.label, delivery: 'caller', signal: abort.signal, request, childId,
+        });
+      } else {
         // rc8: persona shadows a preset persona; the complete section wins anyway
-        : await subagents.start(spec.mode, { ...request, label: spec.label, signal: abort.signal, persona: spec.persona });
+        run = await subagents.start(spec.mode, { ...request, label: spec.label, signal: abort.signal, persona: spec.persona });
+      }
       const result = await run.result;
       return { result: { stop: result.stopReason, requests: record.requests, child: run.id ?? run.childId } };
     } finally {
       io.signal.removeEventListener('abort', cancel);
       this.runs.delete(spec.workerId);
-      await run?.dispose();
+      try {
+        await run?.dispose();
+      } finally {
+        release();
+      }
     }
   }
 }

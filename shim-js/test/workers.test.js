@@ -2,10 +2,12 @@
 // (docs/decisions.md#workers-are-isolated):
 // the persona as the one complete section, the runtime context suppressed (and any section the
 // host keeps under a suppressor shadowed), and a first step whose task is the last message.
+// Workers.run: how a worker is started on each host; on 0.2 under a reserved id whose
+// `subagent/catalog` fact never reaches the parent's log (the person's subagent list).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { Workers } from '../lib/workers.js';
+import { Workers, hideFromCatalog } from '../lib/workers.js';
 
 const SNAPSHOT = { kind: 'runtime-context' };
 const TASK = { id: 't', role: 'user', source: { kind: 'user' }, content: [{ type: 'text', text: 'You are now the memory editor…' }] };
@@ -76,5 +78,110 @@ describe('Workers.setup', () => {
     workers().setup(agent);
     const decision = await calls.hooks['agent/pre-step']({ step: 4 }, async () => ({ kind: 'enter', messages: [] }));
     assert.deepEqual(decision, { kind: 'reject' });
+  });
+});
+
+/** A parent session like DSH's: `append` is a prototype method that logs the event. */
+class FakeSession {
+  log = [];
+  append(type, data) {
+    const event = { type, seq: this.log.length, data };
+    this.log.push(event);
+    return event;
+  }
+}
+
+const io = () => ({ signal: new AbortController().signal });
+
+function runner(subagents) {
+  const session = new FakeSession();
+  const parent = { session, options: { provider: 'p', model: 'm' } };
+  const w = new Workers({ get: (name) => (name === 'subagents' ? subagents : undefined) },
+    { entry: () => ({ agent: parent }) }, async () => ({}));
+  return { w, session };
+}
+
+const SPEC = { sessionId: 's', jobId: 'j', workerId: 'w9', mode: 'fork', label: 'turn-memory turn 3', prompt: 'TASK', persona: 'P', tools: [] };
+
+describe('Workers.run', () => {
+  test('0.2: the worker starts under a reserved id and its catalog fact never reaches the parent', async () => {
+    const seen = [];
+    const subagents = {
+      async startActivation(spec) {
+        seen.push(spec);
+        const { session } = spec.request.parent;
+        session.append('turn/start', { turn: 4 });
+        // dsh-subagent establishCatalogChild, at the child's acceptance
+        session.append('subagent/catalog', { version: 0, childId: spec.childId, childCreatedAt: 1, mode: 'continuable', label: spec.label });
+        session.append('subagent/catalog', { version: 0, childId: 'someone-elses', childCreatedAt: 1, mode: 'continuable', label: 'x' });
+        return { childId: spec.childId, result: Promise.resolve({ stopReason: 'completed', output: [] }), dispose: async () => {} };
+      },
+    };
+    const { w, session } = runner(subagents);
+    const { result } = await w.run(SPEC, io());
+    assert.equal(seen.length, 1);
+    assert.match(seen[0].childId, /^[0-9a-f-]{36}$/);
+    assert.equal(seen[0].delivery, 'caller');
+    assert.deepEqual(result, { stop: 'completed', requests: 0, child: seen[0].childId });
+    assert.deepEqual(session.log.map((e) => [e.type, e.data.childId]),
+      [['turn/start', undefined], ['subagent/catalog', 'someone-elses']]);
+    // released: a later fact about that id (none is expected) would pass, and seq stays dense
+    session.append('subagent/catalog', { childId: seen[0].childId });
+    assert.deepEqual(session.log.map((e) => e.seq), [0, 1, 2]);
+  });
+
+  test('0.2: the catalog fact of a worker that fails to start is held back too, and released', async () => {
+    let reserved;
+    const subagents = {
+      async startActivation(spec) {
+        reserved = spec.childId;
+        spec.request.parent.session.append('subagent/catalog', { childId: spec.childId });
+        throw new Error('no provider');
+      },
+    };
+    const { w, session } = runner(subagents);
+    await assert.rejects(w.run(SPEC, io()), /no provider/);
+    assert.deepEqual(session.log, []);
+    session.append('subagent/catalog', { childId: reserved });
+    assert.equal(session.log.length, 1);
+  });
+
+  test('rc8: subagents.start as before, no reserved id, the session untouched', async () => {
+    const calls = [];
+    const subagents = {
+      async start(mode, request) {
+        calls.push([mode, request]);
+        return { id: 'c1', result: Promise.resolve({ stopReason: 'completed' }), dispose: async () => {} };
+      },
+    };
+    const { w, session } = runner(subagents);
+    const { result } = await w.run(SPEC, io());
+    assert.deepEqual(result, { stop: 'completed', requests: 0, child: 'c1' });
+    assert.equal(calls[0][0], 'fork');
+    assert.equal(calls[0][1].childId, undefined);
+    assert.equal(Object.hasOwn(session, 'append'), false);
+  });
+
+  test('hideFromCatalog wraps a session once and passes every other event through', () => {
+    const session = new FakeSession();
+    const releaseA = hideFromCatalog(session, 'a');
+    const wrapped = session.append;
+    const releaseB = hideFromCatalog(session, 'b');
+    assert.equal(session.append, wrapped);
+    assert.equal(session.append('subagent/catalog', { childId: 'a' }), undefined);
+    assert.equal(session.append('subagent/catalog', { childId: 'b' }), undefined);
+    assert.equal(session.append('user/message', { childId: 'a' }).seq, 0);
+    releaseA();
+    assert.equal(session.append('subagent/catalog', { childId: 'a' }).seq, 1);
+    assert.equal(session.append('subagent/catalog', { childId: 'b' }), undefined);
+    releaseB();
+    assert.equal(session.log.length, 2);
+  });
+
+  test('a session whose append cannot be wrapped keeps listing the worker', () => {
+    const session = Object.freeze(new FakeSession());
+    const release = hideFromCatalog(session, 'a');
+    release();
+    assert.equal(session.append('subagent/catalog', { childId: 'a' }).seq, 0);
   });
 });

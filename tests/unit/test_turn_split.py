@@ -49,6 +49,10 @@ def test_a_turn_is_cut_only_before_an_assistant_whose_earlier_calls_are_answered
     (2400, 60.0, 60.0, 4, 1),      # it fits in one turn
     (2400, None, 27.0, 4, 1),      # no worker measured yet
     (2400, 60.0, None, 4, 1),      # no turn interval measured yet
+    # a small rewrite measured slow (its workers' time is mostly the host starting them): more
+    # workers would not shorten it, so each part writes at least split.MIN_PART_TOKENS (bench/soak.py)
+    (117, 6.0, 4.0, 4, 1),
+    (1200, 6.0, 4.0, 4, 2),
 ])
 def test_the_number_of_workers_follows_the_measured_speed_and_pace(write, speed, gap, cap, parts):
     assert split.parts_needed(write, speed, gap, cap) == parts
@@ -70,13 +74,14 @@ def part(prefix_ids: tuple[str, str], tool_ids: list[str], text: str) -> list[tu
     return calls + [("finish_turn_compression", {})]
 
 
-def test_a_slow_session_splits_a_long_turn_between_parallel_workers_that_land_it_as_one():
+def test_a_slow_session_splits_a_long_turn_between_parallel_workers_that_land_it_as_one(monkeypatch):
     """The session measured its workers at 1 token/s and its turns 20 s apart; this turn's
     rewrite (~30% of what a worker may rewrite) needs more than one turn's time, so it gets two
     workers at once, each on whole steps, each refused outside its part; both finish and the
     turn lands as one, in place, shape and assistants kept (0.2's default)."""
     host, harness = one_turn_host(V02, FOUR_STEPS), EngineHarness()
     service, cfg = harness.turns, config(maxParts=2, batchTokens=100)  # this small turn counts as big
+    monkeypatch.setattr(split, "MIN_PART_TOKENS", 1)  # and its small rewrite as worth two workers
     turns = service.sessions[SESSION] = SessionTurns(SESSION, cfg, service.workers, service.hints, service.window_of)
     turns.pace, turns.turn_ends = (100, 100.0), [0.0, 20.0, 40.0, 60.0, 80.0]
     release = asyncio.Event()

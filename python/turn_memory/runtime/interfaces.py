@@ -75,8 +75,9 @@ class TurnRewrites(Protocol):
 
     def rewrite_barrier(self, session: MirroredSession, open_turn: int | None,
                         timeout: float) -> AsyncContextManager[None]:
-        """While inside, no queued turn starts compressing. On entry it waits (bounded) for
-        the ones in flight, then lands what is ready into `open_turn` (None: lands nothing)."""
+        """While inside, no queued turn starts compressing and no pending marker starts
+        landing. On entry it waits (bounded) for the markers landing and the compressions in
+        flight, then lands what is ready into `open_turn` (None: lands nothing)."""
 
     def busy_turns(self, session: MirroredSession) -> set[int]:
         """Turns whose own compression may still land (marked, compressing or ready): a

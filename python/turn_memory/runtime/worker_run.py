@@ -96,6 +96,11 @@ class Allowance(Protocol):
 REPEATS = 3
 #: how often a worker waiting for the session's allowance asks again
 ALLOWANCE_POLL_S = 0.2
+#: the error code of a host that refused to start a child because all its child slots are taken
+#: (DSH 0.2's subagent pool, `maxActiveSubagents`, 8 by default): the worker never ran
+HOST_BUSY = "ACTIVATION_LIMIT_REACHED"
+#: how often a worker the host had no slot for asks again
+HOST_BUSY_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,11 @@ async def run_worker(port: HostPort, params: WorkerRunParams, timeout: float) ->
     return outcome, min(used, bound) if used is not None and used >= 0 else bound
 
 
+def host_busy(outcome: WorkerRunResult) -> bool:
+    """The host refused to start the worker for want of a free child slot: it made no request."""
+    return outcome.stop == "error" and HOST_BUSY in (outcome.detail or "")
+
+
 def _stop(outcome: WorkerRunResult) -> str:
     return f"{outcome.stop}: {outcome.detail}" if outcome.detail else str(outcome.stop)
 
@@ -192,6 +202,7 @@ class WorkerRun:
         self._task, self._finished = task, False
         seen = {task.shape()}
         no_progress = started = 0
+        waited_for_slot = False
         while True:
             if no_progress >= bounds.workerAttempts:
                 return GaveUp(Bound.NO_PROGRESS, f"{no_progress} consecutive workers made no progress")
@@ -221,16 +232,36 @@ class WorkerRun:
                 spec.log.error("%s: prompt failed: %s", task.where, exc)
                 return GaveUp(Bound.PROMPT, f"the prompt failed: {exc}")
             self.current, self._calls = worker_id, {}
-            used = granted  # a worker whose run failed counts as its whole allowance
+            used = granted  # a worker whose run was cancelled counts as its whole allowance
             try:
                 outcome, used = await run_worker(self.port, WorkerRunParams(
                     sessionId=self.session.id, jobId=self.job_id, workerId=worker_id, mode=mode, prompt=prompt,
                     persona=spec.persona, tools=spec.tools, maxRequests=granted,
                     label=task.label), min(bounds.workerTimeoutS, left))
+                busy = not self._finished and host_busy(outcome)
+                if busy:
+                    used = 0  # it never started
+                elif outcome.requests is None:
+                    # the shim could not say (the run timed out, the transport failed): every request
+                    # but a worker's last one ends in tool calls, each of which reached this run
+                    used = min(used, sum(self._calls.values()) + 1)
             finally:
                 self.current = None
                 if self.allowance is not None:
                     self.allowance.used(granted, used)
+            if busy:
+                # no slot for a child (other workers, the agent's own subagents): the worker never
+                # started, so it is neither an attempt nor a spent request; wait for a slot, within
+                # the job's deadline, and start it again (as a fork if it was to be one)
+                self.workers.pop()
+                self.modes.pop()
+                started -= 1
+                if not waited_for_slot:
+                    waited_for_slot = True
+                    spec.log.info("%s: the host has no free slot for another worker (%s); waiting for one",
+                                  task.where, _stop(outcome))
+                await asyncio.sleep(min(HOST_BUSY_POLL_S, max(0.0, self.deadline - time.monotonic())))
+                continue
             self.requests += used
             if self._finished:
                 return None

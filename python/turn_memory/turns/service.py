@@ -523,7 +523,7 @@ class TurnService:
             running = queue.running
             if running:
                 listed = ", ".join(map(str, running))
-                if await queue.settled(timeout):
+                if await queue.settled(max(0.0, timeout - (time.monotonic() - started))):  # one budget for both
                     log.info("session %s: compaction waited %d ms for the compression of turn(s) %s", session.id,
                              (time.monotonic() - started) * 1000, listed)
                 else:

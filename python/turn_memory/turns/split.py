@@ -78,12 +78,22 @@ def model_speed(events: Sequence[dict[str, Any]], price: Callable[[int], int | N
     return tokens / seconds if steps and seconds > 0 else None
 
 
+#: each part of a split turn writes at least this many tokens: a worker writing less spends
+#: most of its time starting (the host copies the whole conversation into a fork), which
+#: another worker does not shorten, and forks started together hold up the agent's own step
+#: (bench/soak.py: ~120-token rewrites measured at ~6 tokens/s per worker, split three ways at
+#: every turn, held the next turn's first step 1-5 s on 0.2 late in a 300-turn session)
+MIN_PART_TOKENS = 500
+
+
 def parts_needed(write_tokens: float, speed: float | None, turn_seconds: float | None, cap: int) -> int:
     """Workers one turn needs so that its rewrite is ready within one turn's time: 1 until the
-    session measured both how fast its workers write (tokens/s) and how long its turns take."""
+    session measured both how fast its workers write (tokens/s) and how long its turns take,
+    and never so many that a part writes less than `MIN_PART_TOKENS`."""
     if not speed or not turn_seconds or speed <= 0 or turn_seconds <= 0:
         return 1
-    return max(1, min(cap, math.ceil(write_tokens / speed / turn_seconds)))
+    worth = int(write_tokens // MIN_PART_TOKENS)
+    return max(1, min(cap, worth, math.ceil(write_tokens / speed / turn_seconds)))
 
 
 def turn_duration(events: Sequence[dict[str, Any]], turn: int) -> float | None:

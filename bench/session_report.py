@@ -155,10 +155,6 @@ def rows_for(sc: Scenario, tm: Mapping[str, Any], st: Mapping[str, Any]) -> list
          "≤ 10%", "ok" if tm["raw_two_later"] <= 0.1 * sc.turns else "MISSED"],
         info("  of them compressed when they ended (not held by the policy)", f"{tm['eligible_raw_two_later']:.0f}"),
     ]
-    if "peak" in targets or tm["compactions"] or st["compactions"]:
-        rows.append(["turn-memory runs no session compaction where stock runs one", f"{tm['compactions']:.0f}",
-                     f"{st['compactions']:.0f}", "", "0 where stock > 0",
-                     "—" if not st["compactions"] else ("ok" if not tm["compactions"] else "MISSED")])
     return rows
 
 

@@ -385,7 +385,11 @@ def test_a_v02_turn_with_the_hosts_tool_registry_message_lands_in_place_around_i
     editor = TurnNodeEditor(turn, original_nodes(log, positions), keep_assistants=True)
     editor.replace("n1", "n2", [Output("user", "Fix the parser.")])
     editor.replace("n4", None, [Output("tool", "the parser's output, 40 words")])
-    events = stamp(log, plan_landing(log, editor, positions, LandingContext(turn, 3, 1)).events)
+    plan = plan_landing(log, editor, positions, LandingContext(turn, 3, 1))
+    # what must be unchanged when the shim applies it: the turn's runs on either side of the message
+    assert plan.spans == [positions[:2], positions[2:]]
+    validate(log, plan)
+    events = stamp(log, plan.events)
     for event in events:
         assert log.append(event) == []
     assert developer in log.nodes and log.reload_problems == []

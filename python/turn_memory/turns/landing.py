@@ -192,8 +192,23 @@ def plan_landing(log: SessionLog, editor: TurnNodeEditor, positions: list[int], 
     else:
         events, shadowed = _assistants_appended(log, editor, positions, ctx)
     events = _landing_step(dialect, ctx, events) + _keep_snapshot(log, shadowed)
-    return Plan(events, spans=[list(positions)], label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})",
-                kind=PlanKind.TURN_LANDING)
+    return Plan(events, spans=surface_runs(log, positions),
+                label=f"turn {ctx.turn} landing ({len(positions)} -> {len(editor.nodes)})", kind=PlanKind.TURN_LANDING)
+
+
+def surface_runs(log: SessionLog, positions: list[int]) -> list[list[int]]:
+    """The turn's positions as runs contiguous on the surface: the spans a landing needs
+    unchanged (0.2's tool-registry developer message may sit between two of them)."""
+    runs: list[list[int]] = []
+    previous = None
+    for seq in positions:
+        at = log.index_of(seq)
+        if runs and previous is not None and at == previous + 1:
+            runs[-1].append(seq)
+        else:
+            runs.append([seq])
+        previous = at
+    return runs
 
 
 def _in_place(log: SessionLog, editor: TurnNodeEditor, positions: list[int],

@@ -45,9 +45,11 @@ def worker_requests(fake):
 
 def test_pressure_compacts_before_the_window_fills(home, fake):
     home.context_window = WINDOW
-    long_answers(fake, 18)
+    # 18 questions: a session with nothing compressed carries no memory tool declarations (~700
+    # tokens a request less than before), and must still cross 80% of the window
+    long_answers(fake, 20)
     session_workers(fake)
-    run = home.run(questions(16), timeout=150, engine_overrides=NO_TURN_WORKERS)
+    run = home.run(questions(18), timeout=150, engine_overrides=NO_TURN_WORKERS)
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert all(t["reason"]["kind"] == "completed" for t in run.tasks())
     measures = [r["totalTokens"] for r in run.records if r.get("measure")]

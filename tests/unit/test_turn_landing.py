@@ -353,8 +353,8 @@ def test_random_edits_never_yield_a_plan_the_host_rejects(shape, ops, dialect, t
 def test_a_v02_turn_with_the_hosts_tool_registry_message_lands_in_place_around_it():
     """0.2 commits a developer/message inside the step whose tool list changed (the memory tools
     joining the request that first needs them): that turn is still marked and compressed in
-    place, the message staying where it is; a landing that replaces the whole turn skips it."""
-    from turn_memory.turns.compression import surface_positions
+    place, the message staying where it is."""
+    from turn_memory.turns.compression import split_by_host_message, surface_positions
 
     b = LogBuilder(V02)
     b.system()
@@ -381,7 +381,7 @@ def test_a_v02_turn_with_the_hosts_tool_registry_message_lands_in_place_around_i
 
     positions = surface_positions(log, turn, "test")
     assert positions is not None and developer not in positions and len(positions) == 5
-    assert surface_positions(log, turn, "test", in_place=False) is None
+    assert split_by_host_message(log, positions)  # its assistant nodes are kept, whatever the config
     editor = TurnNodeEditor(turn, original_nodes(log, positions), keep_assistants=True)
     editor.replace("n1", "n2", [Output("user", "Fix the parser.")])
     editor.replace("n4", None, [Output("tool", "the parser's output, 40 words")])

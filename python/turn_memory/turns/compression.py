@@ -31,27 +31,30 @@ class Compression:
     requests: int = 0
 
 
-def surface_positions(log_: SessionLog, turn: int, where: str, *, in_place: bool = True) -> list[int] | None:
+def surface_positions(log_: SessionLog, turn: int, where: str) -> list[int] | None:
     """The turn's current surface nodes, or None (logged) when it cannot be compressed.
 
     0.2 commits a `developer/message` inside the step whose tool list changed (turn-memory's
     memory tools joining the request that first needs them): it is no node of the turn's and
-    stays where it is. A landing that rewrites node by node (`in_place`) lands around it; one
-    that replaces the whole turn would take it away, so such a turn is skipped."""
+    stays where it is; the turn lands node by node around it (`split_by_host_message`)."""
     nodes = turn_nodes(log_, turn)
     if not nodes:
         log.info("%s: skipped: no current surface nodes (shadowed by a checkpoint?)", where)
         return None
     at = log_.index_of(nodes[0])
     spanned = log_.nodes[at:log_.index_of(nodes[-1]) + 1]
-    if spanned != nodes:
-        members = set(nodes)
-        between = [s for s in spanned if s not in members]
-        developer = all(log_.events[s]["type"] == "developer/message" for s in between)
-        if not (developer and in_place):
-            log.warning("%s: skipped: the turn's nodes are not contiguous on the surface", where)
-            return None
+    members = set(nodes)
+    if any(log_.events[s]["type"] != "developer/message" for s in spanned if s not in members):
+        log.warning("%s: skipped: the turn's nodes are not contiguous on the surface", where)
+        return None
     if log_.events[nodes[0]]["type"] != "user/message":
         log.warning("%s: skipped: the turn does not start with a user node", where)
         return None
     return nodes
+
+
+def split_by_host_message(log_: SessionLog, positions: list[int]) -> bool:
+    """Whether a host message (0.2's tool-registry developer message) sits between the turn's
+    nodes: such a turn lands node by node, its assistant nodes kept, whatever
+    `turns.assistantNodes` says, since replacing the whole turn would take the message away."""
+    return log_.index_of(positions[-1]) - log_.index_of(positions[0]) + 1 != len(positions)

@@ -42,7 +42,7 @@ from turn_memory.runtime.mirror import MirroredSession
 from turn_memory.runtime.worker_run import Allowance
 from turn_memory.turns import landing_check, sidecar, split
 from turn_memory.turns.batch_run import BatchRun
-from turn_memory.turns.compression import Compression, surface_positions
+from turn_memory.turns.compression import Compression, split_by_host_message, surface_positions
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.lifecycle import Lifecycle, Phase
 from turn_memory.turns.marking import Marked, mark
@@ -66,6 +66,8 @@ class TurnJob:
     compression: Compression | None = None
     #: the turn's phase and how it got there: the one record of its state (`turns.lifecycle`)
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    #: the worker keeps the assistant nodes (`turns.assistantNodes`, or a host message inside the turn)
+    keep: bool = False
     #: takes the turn's thought hints (bounded wait); None: hints are off
     take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
     #: navigation for every worker's prompt (docs/decisions.md#long-thoughts-get-hints); empty when none came back in time
@@ -229,7 +231,7 @@ class TurnJob:
         for job, positions, originals in todo:
             job.compression = Compression(positions, TurnNodeEditor(
                 job.turn, originals, id_prefix=f"t{job.turn}." if prefix else "",
-                keep_assistants=job.session.log.dialect.keeps_assistants(job.config.assistantNodes)))
+                keep_assistants=job.keep))
             work.append((job, job.compression))
         batch = self._batch = self._start_run(work)
         started = time.monotonic()
@@ -279,11 +281,15 @@ class TurnJob:
         """The turn's positions and original nodes, its hints taken, when it needs a worker;
         None when it needs none: skipped, or its compression restored from the sidecar (then
         it is ready to land)."""
-        keep = self.session.log.dialect.keeps_assistants(self.config.assistantNodes)
-        positions = surface_positions(self.session.log, self.turn, self.where, in_place=keep)
+        positions = surface_positions(self.session.log, self.turn, self.where)
         if positions is None:
             self.stop("skipped")
             return None
+        keep = self.keep = self.session.log.dialect.keeps_assistants(self.config.assistantNodes)
+        if not keep and split_by_host_message(self.session.log, positions):
+            keep = self.keep = True
+            log.info("%s: the host's tool-registry message sits inside the turn: its assistant nodes are kept and it "
+                     "lands in place around the message", self.where)
         originals = original_nodes(self.session.log, positions)
         restored = sidecar.restore(self.results, self.session.log, self.session.id, self.turn, positions, originals,
                                    self.where, keep_assistants=keep) if self.results is not None else None

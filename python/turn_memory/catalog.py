@@ -42,12 +42,6 @@ def carried_tools(session: MirroredSession, turn: int, config: EngineConfig, too
     the whole prefix, while a declaration carried before it is needed costs its few hundred
     tokens at the cache-hit price. The caller keeps the answer once given (it never shrinks).
     """
-    dialect = session.log.dialect
-    if "developer/message" in dialect.surface_event_types and not dialect.keeps_assistants(config.turns.assistantNodes):
-        # 0.2 records a tool-list change as a developer message inside the open turn, which a
-        # landing that replaces the whole turn would take away (`turns.compression`): with
-        # whole-turn landings (`turns.assistantNodes: rewrite`) the tools come from the first request
-        return tools.names(config)
     wanted = session.log.index.rewritten
     if not wanted and continuation_reminder.enabled(config):
         interval = config.turnContinuation.reminderIntervalNodes

@@ -34,17 +34,6 @@ def test_a_session_with_nothing_rewritten_carries_none(dialect):
     assert carried(events, 4, dialect=dialect) == []
 
 
-def test_where_0_2_lands_whole_turns_they_are_carried_from_the_first_request():
-    """0.2 records a tool-list change as a developer message inside the open turn, which a
-    whole-turn landing (`turns.assistantNodes: rewrite`) would take away: there the tools come
-    from the start, as before; rc8 records no such message."""
-    events, _ = base_log(V02, turns=3)
-    rewrite = EngineConfig.model_validate({"turns": {"assistantNodes": "rewrite"}})
-    assert carried(events, 4, rewrite, dialect=V02) == ALL
-    events, _ = base_log(RC8, turns=3)
-    assert carried(events, 4, rewrite, dialect=RC8) == []
-
-
 @pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
 def test_a_checkpoint_makes_the_history_readable_and_every_tool_joins(dialect):
     events, marks = base_log(dialect, turns=3)

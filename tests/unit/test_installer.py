@@ -239,17 +239,21 @@ def test_plugin_add_failure_leaves_patch_alone(bundle_world: World) -> None:
     assert w.patch_file.read_text() == DEFAULT_PATCH_TEXT
 
 
-def test_a_failed_plugin_add_names_a_node_too_old_for_dsh(bundle_world: World, tmp_path: Path) -> None:
-    """pnpm runs on the `node` on PATH: Node 20 there is the cause, said with the one requirement."""
-    w = bundle_world
-    w.conf(plugin_fail=True)
+def node20_on_path(tmp_path: Path) -> dict[str, str]:
+    """An environment whose `node` on PATH is Node 20 (older than DSH needs)."""
     old_node = tmp_path / "node20" / "node"
     old_node.parent.mkdir()
     old_node.write_text("#!/bin/sh\necho v20.20.2\n")
     old_node.chmod(0o755)
+    return {**os.environ, "DSH_HOME": "", "PATH": f"{old_node.parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_a_failed_plugin_add_names_a_node_too_old_for_dsh(bundle_world: World, tmp_path: Path) -> None:
+    """pnpm runs on the `node` on PATH: Node 20 there is the cause, said with the one requirement."""
+    w = bundle_world
+    w.conf(plugin_fail=True)
     out: list[str] = []
-    env = {**os.environ, "DSH_HOME": "", "PATH": f"{old_node.parent}{os.pathsep}{os.environ['PATH']}"}
-    assert install(w.options(out, env=env)) == 1
+    assert install(w.options(out, env=node20_on_path(tmp_path))) == 1
     (error,) = [line for line in out if ": error: " in line]
     assert error.startswith("turn-memory install: error: dsh plugin add failed (1) (node v20.20.2 is older than "
                             "22.19; DSH needs Node >= 22.19 on PATH"), error

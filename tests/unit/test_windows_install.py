@@ -8,14 +8,13 @@ The end-to-end cases run `install`/`uninstall` against the fake `dsh` of test_in
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path, PureWindowsPath
 
 import pytest
 import yaml
 
-from test_installer import World, bundle_world, desktop_world, our_row, snapshot  # noqa: F401 - fixtures
+from test_installer import World, bundle_world, desktop_world, node20_on_path, our_row, snapshot  # noqa: F401 - fixtures
 from turn_memory.install import patchfile, patchyaml
 from turn_memory.install.build_rules import with_zeromq_rule
 from turn_memory.install.desktop import DesktopNotFound, find_desktop
@@ -143,13 +142,8 @@ def test_a_failing_plugin_add_on_a_windows_dsh_does_not_blame_this_machines_node
     w.conf(plugin_fail=True)
     head, rest = w.dsh.read_text(encoding="utf-8").split("\n", 1)
     w.dsh.write_text(f"{head}\n# turn-memory-dsh-platform: win32\n{rest}", encoding="utf-8")
-    old_node = tmp_path / "node20" / "node"
-    old_node.parent.mkdir()
-    old_node.write_text("#!/bin/sh\necho v20.20.2\n")
-    old_node.chmod(0o755)
     out: list[str] = []
-    env = {**os.environ, "DSH_HOME": "", "PATH": f"{old_node.parent}{os.pathsep}{os.environ['PATH']}"}
-    assert install(w.options(out, env=env, platform="linux")) == 1
+    assert install(w.options(out, env=node20_on_path(tmp_path), platform="linux")) == 1
     (error,) = [line for line in out if ": error: " in line]
     assert error.startswith("turn-memory install: error: dsh plugin add failed (1) (dsh is a Windows DSH: pnpm ran "
                             "on the Windows side, so this linux machine's node is not the cause; DSH's pnpm log says "

@@ -80,8 +80,8 @@ def background_span(log: SessionLog, prices: Mapping[int, int], retain_tokens: i
             break
     if not span or not log.balanced_after(span[-1]):
         return None
-    if all((o := origins.get(s)) is not None and o[0] == "checkpoint" for s in span) \
-            and len({origins.get(s) for s in span}) == 1:
+    units = {origins.get(s) for s in span}
+    if len(units) == 1 and (unit := units.pop()) is not None and unit[0] == "checkpoint":
         return None  # folding a lone checkpoint into itself gains nothing
     return Selection(list(span))
 

@@ -145,7 +145,11 @@ export class Workers {
     };
     let run;
     let release = () => {};
+    let startMs;
     try {
+      // how long the host took to start the child: a fork copies the parent's whole log on
+      // this thread first, and the engine stops forking once that would stall the agent
+      const began = performance.now();
       if (typeof subagents.startActivation === 'function') {
         // 0.2: a one-shot child whose result comes back to us, not into the parent's inbox,
         // under an id reserved here so that it stays out of the person's subagent list
@@ -158,8 +162,9 @@ export class Workers {
         // rc8: persona shadows a preset persona; the complete section wins anyway
         run = await subagents.start(spec.mode, { ...request, label: spec.label, signal: abort.signal, persona: spec.persona });
       }
+      startMs = Math.round(performance.now() - began);
       const result = await run.result;
-      return { result: { stop: result.stopReason, requests: record.requests, child: run.id ?? run.childId } };
+      return { result: { stop: result.stopReason, requests: record.requests, child: run.id ?? run.childId, startMs } };
     } finally {
       io.signal.removeEventListener('abort', cancel);
       this.runs.delete(spec.workerId);

@@ -122,7 +122,7 @@ describe('Workers.run', () => {
     assert.equal(seen.length, 1);
     assert.match(seen[0].childId, /^[0-9a-f-]{36}$/);
     assert.equal(seen[0].delivery, 'caller');
-    assert.deepEqual(result, { stop: 'completed', requests: 0, child: seen[0].childId });
+    assert.deepEqual({ ...result, startMs: 0 }, { stop: 'completed', requests: 0, child: seen[0].childId, startMs: 0 });
     assert.deepEqual(session.log.map((e) => [e.type, e.data.childId]),
       [['turn/start', undefined], ['subagent/catalog', 'someone-elses']]);
     // released: a later fact about that id (none is expected) would pass, and seq stays dense
@@ -146,6 +146,21 @@ describe('Workers.run', () => {
     assert.equal(session.log.length, 1);
   });
 
+  test('the time the host held the thread to start the child comes back as startMs', async () => {
+    const subagents = {
+      async startActivation(spec) {
+        const until = performance.now() + 40; // a fork copying a long log, synchronously
+        while (performance.now() < until);
+        return { childId: spec.childId, result: new Promise((r) => setTimeout(() => r({ stopReason: 'completed' }), 60)),
+          dispose: async () => {} };
+      },
+    };
+    const { w } = runner(subagents);
+    const { result } = await w.run(SPEC, io());
+    // the start only: not the 60 ms the child then ran
+    assert.ok(result.startMs >= 40 && result.startMs < 60, `startMs ${result.startMs}`);
+  });
+
   test('rc8: subagents.start as before, no reserved id, the session untouched', async () => {
     const calls = [];
     const subagents = {
@@ -156,7 +171,7 @@ describe('Workers.run', () => {
     };
     const { w, session } = runner(subagents);
     const { result } = await w.run(SPEC, io());
-    assert.deepEqual(result, { stop: 'completed', requests: 0, child: 'c1' });
+    assert.deepEqual({ ...result, startMs: 0 }, { stop: 'completed', requests: 0, child: 'c1', startMs: 0 });
     assert.equal(calls[0][0], 'fork');
     assert.equal(calls[0][1].childId, undefined);
     assert.equal(Object.hasOwn(session, 'append'), false);

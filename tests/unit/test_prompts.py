@@ -36,7 +36,7 @@ def test_anything_unknown_fails_the_render(template, values, flags, message):
 def test_every_shipped_prompt_renders_with_its_flags_off_and_on():
     """Each prompt's callers pass every placeholder the file has, in both states of its flags."""
     values = {"turn": "1", "turns": "1 and 2", "node_count": "2", "catalog": "c", "hints": "h", "images": "i",
-              "part": "1 of 2", "part_nodes": "n1..n4"}
+              "part": "1 of 2", "part_nodes": "n1..n4", "text": "t"}
     for on in (False, True):
         # `single` and `batch` are never on together: one turn, or a backlog batch (turns.batchTurns)
         flags = {"single": not on, "batch": on, "spawn": on, "continuing": on, "keep": on, "part": on, "hints": on,

@@ -335,7 +335,7 @@ def test_endpoint_down_fails_fast():
 def test_the_prompt_section_appears_only_with_hints():
     hint = Hint(ReasoningBlock(1, 2, "Let me think about the lexer first. " * 20), "- HINT-A")
     values = {"turn": "1", "turns": "1", "node_count": "3", "catalog": "- n1 · user", "images": "", "part": "",
-              "part_nodes": ""}
+              "part_nodes": "", "text": ""}
     flags = {"single": True, "batch": False, "spawn": False, "continuing": False, "keep": False, "part": False,
              "images": False}
     with_hints = render_prompt("turn-compression", {**values, "hints": hints_text([hint])}, {**flags, "hints": True})

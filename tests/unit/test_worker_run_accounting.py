@@ -18,6 +18,7 @@ from typing import Any
 
 from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.runtime import worker_run
+from turn_memory.runtime.fork_cost import ForkCost
 from turn_memory.runtime.worker_run import RunSpec, WorkerRun
 from turn_memory.turns.breaker import Breaker
 
@@ -70,6 +71,10 @@ class BusyPort:
         return WorkerRunResult(stop="concluded", requests=1)
 
 
+def session() -> Any:
+    return SimpleNamespace(id="s", log=[], forks=ForkCost())
+
+
 def spec() -> RunSpec:
     bounds = SimpleNamespace(workerAttempts=3, maxWorkers=8, maxWorkerRequests=24, maxJobRequests=96,
                              jobTimeoutS=60.0, workerTimeoutS=30.0)
@@ -80,7 +85,7 @@ def spec() -> RunSpec:
 def test_a_worker_the_host_has_no_slot_for_waits_and_is_neither_an_attempt_nor_a_spent_request(monkeypatch):
     monkeypatch.setattr(worker_run, "HOST_BUSY_POLL_S", 0.01)
     port, breaker = BusyPort(busy=5), Breaker(max_requests=40, max_failed_jobs=3)
-    run = WorkerRun.start(SimpleNamespace(id="s"), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
+    run = WorkerRun.start(session(), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
     port.run = run
     gave_up = asyncio.run(run.until_finished(Task()))
     # five refusals (more than workerAttempts), then the worker ran: it is the job's first, a fork
@@ -92,7 +97,7 @@ def test_a_worker_the_host_has_no_slot_for_waits_and_is_neither_an_attempt_nor_a
 def test_a_host_that_never_frees_a_slot_ends_the_job_at_its_deadline_having_spent_nothing(monkeypatch):
     monkeypatch.setattr(worker_run, "HOST_BUSY_POLL_S", 0.01)
     port, breaker = BusyPort(busy=10**6), Breaker(max_requests=40, max_failed_jobs=3)
-    run = WorkerRun.start(SimpleNamespace(id="s"), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
+    run = WorkerRun.start(session(), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
     run.deadline = time.monotonic() + 0.2
     gave_up = asyncio.run(run.until_finished(Task()))
     assert gave_up is not None and gave_up.bound is worker_run.Bound.DEADLINE
@@ -102,7 +107,7 @@ def test_a_host_that_never_frees_a_slot_ends_the_job_at_its_deadline_having_spen
 def test_a_worker_whose_run_timed_out_counts_the_requests_its_calls_prove_not_its_whole_allowance():
     port, breaker = SlowPort(calls=2), Breaker(max_requests=40, max_failed_jobs=3)
     breaker.finished()  # a proven session: each worker is granted its whole 24
-    run = WorkerRun.start(SimpleNamespace(id="s"), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
+    run = WorkerRun.start(session(), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
     port.run = run
     gave_up = asyncio.run(run.until_finished(Task()))
     # three workers without progress (the shape never changes), each charged 2 calls + 1 in flight

@@ -391,6 +391,8 @@ class WorkerRunResult(_Model):
     requests: int | None = None
     #: DSH's id of the child agent
     child: str | None = None
+    #: milliseconds the host took to start the child (a fork's copy of the parent's log)
+    startMs: float | None = None
     #: why a worker failed to run (a transport error, a timeout, a host refusal)
     detail: str | None = None
 

@@ -3,7 +3,8 @@
 A job (a turn, or a batch of turns; a session compaction) owns one `WorkerRun`. The run
 works toward one finish at a time (`until_finished`: a turn batch's rewrite, or one segment
 of a checkpoint): workers start one after another, the first a fork of the parent agent (it
-has the history in context), every later one a fresh spawn that starts from the working
+has the history in context; once the session's log makes a fork's start stall the agent, a
+spawn: `runtime.fork_cost`), every later one a fresh spawn that starts from the working
 surface. A worker progressed only when it left the working surface in a shape never seen at
 a worker boundary of this finish before and not one a finish was refused on (restating the
 same nodes, or repeating a refused rewrite, is no progress). A finish is given up after
@@ -31,6 +32,7 @@ from turn_memory.bridge.port import HostPort
 from turn_memory.bridge.protocol import ToolResult, WorkerRunParams, WorkerRunResult
 from turn_memory.host.tools import ToolError
 from turn_memory.prompts import PromptError
+from turn_memory.runtime.fork_cost import STALL_BUDGET_MS
 from turn_memory.runtime.mirror import MirroredSession
 
 #: how a worker starts: a fork inherits the parent's conversation, a spawn only its prompt
@@ -221,7 +223,8 @@ class WorkerRun:
             if granted <= 0:
                 return GaveUp(Bound.SESSION, "the session stopped compressing: its workers keep failing "
                                              f"({spec.section}.failingRequests, {spec.section}.failingJobs)")
-            mode: Mode = "fork" if started == 0 else "spawn"
+            events = len(self.session.log)
+            mode: Mode = "fork" if started == 0 and self._may_fork(events) else "spawn"
             started += 1
             worker_id = f"{spec.worker_prefix}{next(_worker_ids)}"
             self.workers.append(worker_id)
@@ -239,6 +242,8 @@ class WorkerRun:
                     persona=spec.persona, tools=spec.tools, maxRequests=granted,
                     label=task.label), min(bounds.workerTimeoutS, left))
                 busy = not self._finished and host_busy(outcome)
+                if mode == "fork":
+                    self.session.forks.observed(outcome.startMs, events)
                 if busy:
                     used = 0  # it never started
                 elif outcome.requests is None:
@@ -272,6 +277,17 @@ class WorkerRun:
             spec.log.info("%s: worker %s (%s) ended without a finish (%s); %s", task.where, worker_id, mode,
                           _stop(outcome), "it made progress, continuing" if progressed else
                           f"no progress ({no_progress}/{bounds.workerAttempts})")
+
+    def _may_fork(self, events: int) -> bool:
+        forks = self.session.forks
+        if forks.may_fork(events):
+            return True
+        if not forks.said:
+            forks.said = True
+            self.spec.log.info("session %s: workers now start fresh instead of as forks: a fork's start would hold "
+                               "the agent about %.0f ms copying the %d-event log (over %.0f ms)", self.session.id,
+                               forks.predicted_ms(events) or 0, events, STALL_BUDGET_MS)
+        return False
 
     async def _granted(self, want: int) -> int:
         """What the session's allowance lets the next worker make, waiting (polled, within the

@@ -10,7 +10,7 @@ from turn_memory.host.reasoning import Hint, hints_text
 from turn_memory.prompts import prompt_sections, render_prompt
 from turn_memory.runtime.workers import worker_scope
 from turn_memory.turns.editor import TurnNodeEditor
-from turn_memory.turns.tools import catalog, tool_specs
+from turn_memory.turns.tools import catalog, nodes_text, tool_specs
 
 
 def persona() -> str:
@@ -23,11 +23,16 @@ def worker_tool_specs() -> list[dict[str, Any]]:
 
 
 def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: bool, continuing: bool,
-         part: tuple[int, int, tuple[int, int]] | None = None) -> str:
+         part: tuple[int, int, tuple[int, int]] | None = None, read_limit_chars: int = 24000) -> str:
     """The task of a worker on one turn, on a batch of turns (one editor each), or on part
-    (index, count, original positions) of one turn that other workers share."""
+    (index, count, original positions) of one turn that other workers share. A spawn, which
+    has no conversation in context, also gets its nodes' text (as `read_turn_nodes` returns them,
+    `read_limit_chars` in all), so that one request can suffice."""
     turns = [str(e.turn) for e in editors]
     scope = part[2] if part is not None else None
+    # a batch's turns share the page: a read covers one turn's nodes
+    text = "\n\n".join(nodes_text(e.in_scope(scope), read_limit_chars // len(editors)) for e in editors) \
+        if spawn else ""
     images = [m for e in editors for m in e.image_markers(scope)]
     mine = editors[0].in_scope(scope)
     return render_prompt(
@@ -35,7 +40,7 @@ def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: boo
         {"turn": turns[0], "turns": ", ".join(turns[:-1]) + f" and {turns[-1]}" if len(turns) > 1 else turns[0],
          "node_count": str(sum(len(e.nodes) for e in editors)),
          "catalog": "\n\n".join(catalog(e, previews=True, scope=scope) for e in editors),
-         "hints": hints_text(hints), "images": "\n".join(images),
+         "hints": hints_text(hints), "images": "\n".join(images), "text": text,
          "part": f"{part[0]} of {part[1]}" if part else "", "part_nodes": f"{mine[0].id}..{mine[-1].id}" if part else ""},
         {"single": len(editors) == 1, "batch": len(editors) > 1, "spawn": spawn, "continuing": continuing,
          "part": part is not None, "keep": any(e.keep_assistants for e in editors),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
 
@@ -90,6 +90,19 @@ def catalog(editor: TurnNodeEditor, *, previews: bool, scope: tuple[int, int] | 
     return "\n".join(lines)
 
 
+def _read_body(nodes: Sequence[WorkingNode]) -> str:
+    return "\n\n".join(f"### {n.id} · {n.role} · {'changed' if n.changed else 'unchanged'}\n{n.text}" for n in nodes)
+
+
+def nodes_text(nodes: Sequence[WorkingNode], limit_chars: int) -> str:
+    """`nodes` as `read_turn_nodes` returns them from offset 0 (one page of `limit_chars`)."""
+    page = text_page(_read_body(nodes), 0, limit_chars)
+    if page.more:
+        return (f"{page.text}\n\n[truncated at character {page.end} of {page.total}; read the rest with "
+                f"read_turn_nodes, from {nodes[0].id} to {nodes[-1].id} with offset={page.end}]")
+    return page.text
+
+
 @dataclass
 class WorkerTools:
     editor: TurnNodeEditor
@@ -139,8 +152,7 @@ class WorkerTools:
                 picked = editor.nodes[i:j + 1]
         except EditError as exc:
             raise ToolError(str(exc)) from None
-        body = "\n\n".join(f"### {n.id} · {n.role} · {'changed' if n.changed else 'unchanged'}\n{n.text}" for n in picked)
-        page = text_page(body, args.offset, self.read_limit_chars)
+        page = text_page(_read_body(picked), args.offset, self.read_limit_chars)
         if page.more:
             return (f"{page.text}\n\n[truncated at character {page.end} of {page.total}; call read_turn_nodes again "
                     f"with the same selection and offset={page.end} to continue]")

@@ -247,7 +247,8 @@ class CompactionConfig(_Section):
     handoffChars: int = Field(6000, ge=0, description=(
         "characters of the working checkpoint written so far handed to the next segment's worker"))
     readLimitChars: int = Field(24000, ge=1000, description=(
-        "characters of a segment's text one read returns (and a fresh worker's prompt carries) before paging"))
+        "characters of a segment's text one `read_session_source` call returns before paging (a worker's task "
+        "carries its whole segment, up to `segmentTokens`)"))
     maxTokens: int | None = Field(None, ge=1, description=(
         "output cap of the one-shot summary request (method `summary`); unset: the route's own"))
     llmTimeoutS: float = Field(600.0, gt=0, description="timeout of the one-shot summary request (method `summary`)")

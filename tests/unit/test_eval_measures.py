@@ -145,6 +145,16 @@ def test_turns_the_policy_held_are_reported_as_held_with_its_last_reason():
     assert stats.to_json()["held"] == [1, 2, 3, 6] and stats.to_json()["folded"] == [1, 2, 3]
 
 
+def test_turns_a_checkpoint_took_in_their_compressed_form_say_so_not_that_they_never_landed():
+    log = HELD_LOG + (
+        "2026-12-02 00:17:23,000 INFO turn_memory.compaction: session s1 compaction e91a: folding 40 surface nodes "
+        "(seqs 3..90); turn(s) 5 in their finished compressed form\n")
+    stats = protocol_stats(log, "s1", 6, folded=[1, 2, 3, 4, 5])
+    assert dict(stats.raw)[5] == "compressed, then folded by a checkpoint in that form before it landed"
+    assert protocol_stats(log.replace("session s1 compaction", "session other compaction"), "s1", 6).raw[3] == \
+        (5, "dispatched, not landed when the session ended")
+
+
 SNAPSHOT_LOG = """\
 2026-12-04 17:25:20,700 INFO turn_memory.turns: session s1 turn 1: landed (9 -> 8 nodes, 1 worker(s), 2 model request(s), in one block with turns 1, 2)
 2026-12-04 17:25:20,701 INFO turn_memory.turns: session s1 turn 2: landed (7 -> 7 nodes, 1 worker(s), 2 model request(s), in one block with turns 1, 2)

@@ -23,7 +23,7 @@ from turn_memory.catalog import declarations_cache
 from turn_memory.compaction import segment_prompt
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.memory import SessionMemoryEditor
-from turn_memory.compaction.segmented import plan_segments
+from turn_memory.compaction.segmented import plan_segments, task_chars
 from turn_memory.compaction.selection import Selection
 from turn_memory.compaction.session_tools import SessionTools
 from turn_memory.config import CompactionConfig, EngineConfig
@@ -94,7 +94,7 @@ def session_task(segment: int) -> str:
     tools.assigned = segment
     config = CompactionConfig()
     return segment_prompt.task(tools, memory, tools.segments[segment - 1], spawn=segment > 1,
-                               read_limit_chars=config.readLimitChars, handoff_chars=config.handoffChars)
+                               text_chars=task_chars(config), handoff_chars=config.handoffChars)
 
 
 #: what the workers kept of turns 1 and 2 (the relay run's turns that landed as one message)
@@ -130,7 +130,7 @@ def compressed_turns_task() -> str:
     segments, sources = plan_segments(log, selection, 4000)
     tools = SessionTools(SessionMemoryEditor(len(segments)), segments, sources, assigned=1)
     config = CompactionConfig()
-    return segment_prompt.task(tools, tools.editor, segments[0], spawn=False, read_limit_chars=config.readLimitChars,
+    return segment_prompt.task(tools, tools.editor, segments[0], spawn=False, text_chars=task_chars(config),
                                handoff_chars=config.handoffChars)
 
 

@@ -9,10 +9,16 @@ from typing import Any
 import pytest
 
 from fake_host import FakeHost, WorkerScript, attach_workers
+from golden_session import turn_positions
 from session_builders import SessionBuilder, work_session
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.bridge.protocol import AgentOptions, ToolResult, WorkerRunParams, WorkerRunResult
+from turn_memory.compaction import segment_prompt
 from turn_memory.compaction.failures import CompactionFailed, error_info
+from turn_memory.compaction.memory import SessionMemoryEditor
+from turn_memory.compaction.segmented import plan_segments, task_chars
+from turn_memory.compaction.selection import Selection
+from turn_memory.compaction.session_tools import SessionTools, source_heading
 from turn_memory.compaction.manual import compact_now
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialects import RC8, V02
@@ -137,13 +143,30 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
     assert checkpoint_body(host) == "User: SPAWN-USER: fix the parser.\n\nAssistant: SPAWN-ASSISTANT: fixed."
 
 
-def test_a_spawned_prompt_is_bounded_and_says_how_to_read_more():
+def test_a_task_carries_its_whole_segment_whatever_one_read_returns():
+    """One request per segment: a relayed model cut at `readLimitChars` read on twice."""
     host = FakeHost(RC8, work_session(RC8, 3, log_lines=400).events)
     scripts = [WorkerScript([]), segment_worker(1, 0)]
     _, started = compact(host, config(readLimitChars=2000), scripts)
     assert [s["mode"] for s in started] == ["fork", "spawn"]
-    assert "[… more: read_session_source with offset]" in started[1]["prompt"]
-    assert len(started[1]["prompt"]) < 2000 + 4000  # the bounded segment text plus the fixed frame
+    fork, spawn = (spec["prompt"] for spec in started)
+    assert "cut at character" not in fork + spawn and len(spawn) > 10 * 2000
+    assert fork.count("Compiling src/") == spawn.count("Compiling src/") == 926  # every log line of turns 1-2 (turn 3 stays)
+    assert task_chars(config().compaction) == 32000 * 4
+    assert task_chars(config(readLimitChars=200_000).compaction) == 200_000
+
+
+def test_a_segment_longer_than_the_task_carries_is_cut_where_a_read_goes_on():
+    log = SessionLog(RC8, work_session(RC8, 3, log_lines=400).events)
+    segments, sources = plan_segments(log, Selection([s for t in (1, 2, 3) for s in turn_positions(log, t)]), 32000)
+    tools = SessionTools(SessionMemoryEditor(len(segments)), segments, sources, assigned=1)
+    editor = tools.editor
+    body = "\n\n".join(f"{source_heading(n)}\n{n.text}" for n in tools.sources[segments[0].index])
+    prompt = segment_prompt.task(tools, editor, tools.segments[0], spawn=True, text_chars=2000, handoff_chars=0)
+    assert body[:2000] + f"\n[… cut at character 2000 of {len(body)}: read the rest with read_session_source, " \
+                         "offset=2000]" in prompt
+    assert f"about {segment_prompt.target_tokens(segments[0].tokens):,} tokens in all (its\nsources take " \
+           f"~{segments[0].tokens:,})" in prompt
 
 
 def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():

@@ -15,6 +15,20 @@ from turn_memory.runtime.workers import worker_scope
 
 _role_label = {"user": "User", "assistant": "Assistant"}
 
+#: a segment's memory aims at this share of its sources' tokens. With no target a capable model
+#: (relayed, checkout-timeouts on 0.2.1) kept 26% of already-compressed sources, 1.94x stock's
+#: summary, where both answered all 14 probes: the checkpoint is an index and the state reached,
+#: and every turn stays readable in full (`read_session_history`)
+TARGET_SHARE = 0.15
+#: the least a segment is asked for (a line per turn and the state of the work)
+TARGET_MIN_TOKENS = 200
+
+
+def target_tokens(source_tokens: int) -> int:
+    """The length a segment's memory nodes aim at (the prompt's target; the editor enforces only
+    "shorter than the sources")."""
+    return max(TARGET_MIN_TOKENS, round(source_tokens * TARGET_SHARE / 50) * 50)
+
 
 def persona() -> str:
     return render_prompt("session-worker-system", {})
@@ -26,14 +40,16 @@ def worker_tool_specs() -> list[dict[str, Any]]:
 
 
 def task(tools: SessionTools, editor: SessionMemoryEditor, segment: Segment, *, spawn: bool,
-         read_limit_chars: int, handoff_chars: int) -> str:
+         text_chars: int, handoff_chars: int) -> str:
+    """A segment worker's task; it carries up to `text_chars` of the segment's text."""
     sources = tools.sources[segment.index]
     images = tools.segment_images(segment.index)  # catalog previews may cut a marker
     # the segment's text as it stands now, for a fork too: its context may hold the turns raw
     # while the surface holds them compressed, and one request should suffice (issue 29)
     body = "\n\n".join(f"{source_heading(n)}\n{n.text}" for n in sources)
-    if len(body) > read_limit_chars:
-        body = body[:read_limit_chars] + "\n[… more: read_session_source with offset]"
+    if len(body) > text_chars:
+        body = body[:text_chars] + f"\n[… cut at character {text_chars} of {len(body)}: read the rest with " \
+                                   f"read_session_source, offset={text_chars}]"
     earlier = [n for n in editor.nodes if n.placeholder is None]
     handoff = "\n\n".join(f"{_role_label[n.role]} ({n.id}): {n.text}" for n in earlier)
     if len(handoff) > handoff_chars:  # the recent causal tail matters most
@@ -42,6 +58,7 @@ def task(tools: SessionTools, editor: SessionMemoryEditor, segment: Segment, *, 
         "session-compaction",
         {"segment_count": str(len(tools.segments)), "segment": str(segment.index),
          "revision": str(editor.revision), "segments": tools.segment_catalog(),
-         "sources": body, "handoff": handoff, "images": "\n".join(images)},
+         "sources": body, "handoff": handoff, "images": "\n".join(images),
+         "source_tokens": f"{segment.tokens:,}", "target_tokens": f"{target_tokens(segment.tokens):,}"},
         {"spawn": spawn, "handoff": bool(handoff), "images": bool(images)},
     )

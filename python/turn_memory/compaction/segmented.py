@@ -32,6 +32,7 @@ from turn_memory.host.dialect import is_checkpoint_source
 from turn_memory.host.images import missing_markers
 from turn_memory.host.markers import COMPRESSED_TURN, is_compressed_turn, is_host_context_at, marker_of
 from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import CHARS_PER_TOKEN
 from turn_memory.host.units import surface_units
 from turn_memory.runtime.interfaces import ReadyTurn
 from turn_memory.runtime.mirror import MirroredSession
@@ -97,6 +98,15 @@ def _legacy_compressed_turn(log_: SessionLog, seq: int) -> bool:
     return log_.index.turn_nodes(mark[1]) == [seq] and text.startswith("User: ") and "\n\nAssistant: " in text
 
 
+def task_chars(config: CompactionConfig) -> int:
+    """What a segment worker's task carries of its segment's text: a whole segment (its token
+    budget at the host meter's characters per token), so that one request suffices; only a
+    turn larger than a segment is cut, and read on with `read_session_source`. A relayed capable
+    model, cut at `readLimitChars`, needed three requests for one 17 K-token segment whose text
+    its fork already held."""
+    return max(config.readLimitChars, config.segmentTokens * CHARS_PER_TOKEN)
+
+
 def plan_segments(log_: SessionLog, selection: Selection, budget: int,
                   ready: Mapping[int, ReadyTurn] | None = None) -> tuple[list[Segment], dict[int, list[SourceNode]]]:
     """The selected span as segments of complete units within `budget` tokens, and each one's source nodes."""
@@ -152,7 +162,7 @@ class SegmentTask:
 
     def prompt(self, mode: Mode) -> str:
         return segment_prompt.task(self.tools, self.editor, self.segment, spawn=mode == "spawn",
-                                   read_limit_chars=self.config.readLimitChars, handoff_chars=self.config.handoffChars)
+                                   text_chars=task_chars(self.config), handoff_chars=self.config.handoffChars)
 
     def shape(self) -> Hashable:
         return self.editor.shape()

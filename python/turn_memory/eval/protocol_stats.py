@@ -31,6 +31,9 @@ _LANDED = re.compile(r"^landed \((\d+) -> (\d+) nodes, (\d+) worker\(s\), (\d+) 
 _JOB = re.compile(r"^job (.*?): (\d+) worker\(s\).*?, (\d+) model request\(s\)")
 _NOOP = re.compile(r"^(.*); no-op marker, no worker")
 _RAW = re.compile(r"(gave up: .*?); the turn stays raw|landing refused, the turn stays raw: (.*)$")
+#: a checkpoint that took turns whose workers had finished, before they landed
+_FOLDED_READY = re.compile(r"session (\S+) compaction \S+: folding .*; turn\(s\) (\d+(?:, \d+)*) in their finished "
+                           r"compressed form")
 _POLICY = re.compile(r"session (\S+) turns? (\d+(?:, \d+)*): (held|compressing); (.*)$")
 #: the decision's own restatement of its turns, before its reason
 _POLICY_TURNS = re.compile(r"^turns? \d+(?:, \d+)* \(\d+ tokens\)(?: held)?: ")
@@ -91,6 +94,12 @@ def turn_outcomes(log_text: str, session_id: str, turns: int) -> dict[int, TurnO
             for n in map(int, decided.group(2).split(", ")):
                 if n in out:
                     out[n].policy = (decided.group(3), why)
+            continue
+        ready = _FOLDED_READY.search(line)
+        if ready and ready.group(1) == session_id:
+            for n in map(int, ready.group(2).split(", ")):
+                if n in out and not out[n].landed:
+                    out[n].raw_reason = "compressed, then folded by a checkpoint in that form before it landed"
             continue
         found = _TURN_LINE.search(line)
         if not found or found.group(1) != session_id or int(found.group(2)) not in out:

@@ -377,6 +377,27 @@ def test_the_job_waits_for_the_turns_hints_and_lands_either_way(client, in_promp
     assert hints.started(SESSION, 1) == []
 
 
+def test_a_turn_whose_assistant_nodes_stay_takes_no_hint():
+    """On 0.2 the job keeps the reasoning as it is: its durable blocks start no hint request (a
+    relayed run had one for a turn whose reasoning node was `fixed`)."""
+    host, client, config = reasoning_turn_host(V02), Scripted(), cfg()
+    hints = HintService(client.factory)
+    service = EngineHarness(hints).turns
+    started = attach_workers(host, service, [WorkerScript([FINISH])])
+
+    async def scenario():
+        host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        forward(host, config, hints, service)
+        await asyncio.sleep(0.05)
+        host.host_append("turn/start", {"turn": 2})
+        host._forward()
+        await service.drained(SESSION, 5)
+
+    run(scenario())
+    assert client.calls == [] and hints.started(SESSION, 1) == []
+    assert "Thought hints" not in started[0]["prompt"] and "Assistant nodes stay as they are" in started[0]["prompt"]
+
+
 # -- the handshake: the shim keeps exactly the reasoning block-ends, and only when hints are on --
 @pytest.mark.parametrize("policy,kept", [({}, True), ({"thoughtHints": {"enabled": False}}, False),
                                          ({"turns": {"enabled": False}}, False)])

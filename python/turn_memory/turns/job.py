@@ -302,8 +302,9 @@ class TurnJob:
         return positions, originals
 
     async def _take_hints(self) -> list[Hint]:
-        """The turn's hints, after the pending marker (a restart redoes the turn either way)."""
-        if self.take_hints is None:
+        """The turn's hints, after the pending marker (a restart redoes the turn either way); none
+        where the workers keep the assistant nodes, reasoning and all: no rewrite needs them."""
+        if self.take_hints is None or self.keep:
             return []
         try:
             hints = await self.take_hints()

@@ -71,8 +71,8 @@ def measure(turns: int, reps: int) -> dict[str, Any]:
 
     word = call({"turn": turns // 2}).split()[40]
     row: dict[str, Any] = {"turns": turns, "events": len(log.events),
-                           "log_mb": round(len(json.dumps(log.events)) / 1e6, 1)}
-    row["baseline_ms"] = median_ms(lambda: json.dumps(log.events), reps)
+                           "log_mb": round(len(json.dumps(builder.events)) / 1e6, 1)}
+    row["baseline_ms"] = median_ms(lambda: json.dumps(builder.events), reps)
     for name, args in (("catalog", {}), ("read", {"turn": turns // 2}), ("query", {"query": word})):
         row[f"{name}_ms"] = median_ms(functools.partial(call, args), reps)
         row[f"{name}_ratio"] = row[f"{name}_ms"] / row["baseline_ms"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from turn_memory.bridge.protocol import (ApplyResult, Expectation, LlmRequest, SessionEventsParams, WorkerRunParams,
                                          WorkerRunResult)
@@ -34,7 +34,8 @@ def text_reply(text: str) -> list[dict[str, Any]]:
 
 
 class FakeHost:
-    def __init__(self, dialect: Dialect, events: list[dict[str, Any]]):
+    def __init__(self, dialect: Dialect, events: Sequence[dict[str, Any]]):
+        events = list(events)  # another log's `events` (an EventStore) is no JSON list
         self.dialect = dialect
         self.log = SessionLog(dialect, events)
         self.mirror = SessionMirror()

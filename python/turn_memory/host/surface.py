@@ -25,6 +25,7 @@ from turn_memory.host.event_shape import (
     legacy_header_violation,
     reload_violations,
 )
+from turn_memory.host.event_store import EventStore
 from turn_memory.host.json_values import is_seq
 from turn_memory.host.lifecycle import Lifecycle
 from turn_memory.host.tokens import estimate_message
@@ -32,6 +33,10 @@ from turn_memory.host.turn_index import TurnIndex
 from turn_memory.host.violation import Violation
 
 Event = dict[str, Any]
+
+#: event types a log keeps as dicts even off the surface: the mirror shares one request/header's
+#: `header` between the unchanged copies 0.2 writes at most turns (`MirroredSession.retained`)
+_KEPT_WHOLE = frozenset({"request/header"})
 
 
 class SurfaceError(ValueError):
@@ -386,7 +391,8 @@ class SessionLog:
 
     def __init__(self, dialect: Dialect, events: Iterable[Event] = ()) -> None:
         self.dialect = dialect
-        self.events: list[Event] = []
+        #: every event by seq; those the log reads rarely are kept compact (`host.event_store`)
+        self.events = EventStore()
         self.replace_generation = 0
         #: every reload-only problem seen while folding (the log would not load again)
         self.reload_problems: list[str] = []
@@ -588,6 +594,14 @@ class SessionLog:
                                      _life_transition(transition, length_before))
             if life is not None:
                 found.append(life)
+        # folded: what is not on the surface now is read rarely from here on (and a shadowed
+        # node never returns to it), so it is kept compact
+        if transition is None:
+            if etype not in _KEPT_WHOLE:
+                self.events.compact(seq)
+        else:
+            for shadowed in transition.shadowed:
+                self.events.compact(shadowed)
         problems = [f"seq {seq} ({etype}): {v.detail} [rule: {v.rule}]; this session would not reload" for v in found]
         self.reload_problems.extend(problems)
         return problems

@@ -157,13 +157,11 @@ def _assistant_event(dialect: Dialect, where: tuple[int, int], text: str, source
 
 def _retained_snapshot(log: SessionLog) -> int | None:
     """The runtime-context snapshot the host currently retains (newest one on the surface)."""
-    on_surface = set(log.nodes)
-    for event in reversed(log.events):
-        if event["type"] == "user/message" and is_runtime_context((event.get("data") or {}).get("source")):
-            seq: int = event["seq"]
-            if seq in on_surface:
-                return seq
-    return None
+    # over the surface, not back through the log: off the surface the log keeps its events
+    # compact (`host.event_store`), and a read there parses one again
+    events = log.events
+    return max((seq for seq in log.nodes if events[seq]["type"] == "user/message"
+                and is_runtime_context((events[seq].get("data") or {}).get("source"))), default=None)
 
 
 def _keep_snapshot(log: SessionLog, shadowed: set[int]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from golden_session import session_log, turn_positions
 from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.runtime.fork_cost import MEASURE_FROM_EVENTS, STALL_BUDGET_MS, ForkCost
 from turn_memory.runtime.worker_run import WorkerRun
+from turn_memory.turns import prompt as turn_prompt
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.tools import nodes_text
@@ -90,3 +91,14 @@ def test_a_spawn_gets_its_nodes_text_as_one_read_page_and_where_to_read_on():
     cut = nodes_text(editor.nodes, 100)
     assert cut == (whole[:100] + f"\n\n[truncated at character 100 of {len(whole)}; read the rest with "
                    "read_turn_nodes, from n1 to n5 with offset=100]")
+
+
+def test_a_spawn_task_carries_its_turns_text_and_a_fork_task_does_not():
+    log = session_log()
+    editor = TurnNodeEditor(2, original_nodes(log, turn_positions(log, 2)))
+    spawn = turn_prompt.task([editor], [], spawn=True, continuing=False)
+    fork = turn_prompt.task([editor], [], spawn=False, continuing=False)
+    assert spawn.endswith("Their text:\n\n" + nodes_text(editor.nodes, turn_prompt.SPAWN_TEXT_CHARS) + "\n")
+    assert "Their text:" not in fork and "### n1 · user · unchanged" not in fork
+    assert turn_prompt.SPAWN_TEXT_CHARS == 128_000  # a whole ~32 K-token turn: no read needed
+

@@ -42,8 +42,6 @@ class BatchRun:
     hints: list[Hint]
     tools: WorkerTools | BatchTools
     run: WorkerRun
-    #: what a spawn's task may carry of the turns' text (`turns.readLimitChars`)
-    read_limit_chars: int = 24000
     finish: str = FINISH
 
     @classmethod
@@ -54,7 +52,7 @@ class BatchRun:
         tools: WorkerTools | BatchTools = WorkerTools(editors[0], config.readLimitChars) if len(editors) == 1 else \
             BatchTools({e.turn: WorkerTools(e, config.readLimitChars) for e in editors})
         return cls(session.id, editors, [h for _, hints in turns for h in hints], tools,
-                   WorkerRun.start(session, port, job_id, run_spec(config), allowance), config.readLimitChars)
+                   WorkerRun.start(session, port, job_id, run_spec(config), allowance))
 
     @property
     def turns(self) -> list[int]:
@@ -73,8 +71,7 @@ class BatchRun:
 
     def prompt(self, mode: Mode) -> str:
         return worker_prompt.task(self.editors, self.hints, spawn=mode == "spawn",
-                                  continuing=sum(e.revision for e in self.editors) > 0,
-                                  read_limit_chars=self.read_limit_chars)
+                                  continuing=sum(e.revision for e in self.editors) > 0)
 
     def shape(self) -> Hashable:
         """The combined working surface of every turn the workers edit."""

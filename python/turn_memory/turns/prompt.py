@@ -13,6 +13,12 @@ from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.tools import catalog, nodes_text, tool_specs
 
 
+#: what a spawn's task carries of its turns' text: ~32 K tokens at the host meter's 4 characters
+#: a token (a session segment's budget too); one request reading it in the task costs less than
+#: paging through it with `read_turn_nodes`, each page a request of its own
+SPAWN_TEXT_CHARS = 128_000
+
+
 def persona() -> str:
     return render_prompt("turn-worker-system", {})
 
@@ -23,15 +29,15 @@ def worker_tool_specs() -> list[dict[str, Any]]:
 
 
 def task(editors: Sequence[TurnNodeEditor], hints: Sequence[Hint], *, spawn: bool, continuing: bool,
-         part: tuple[int, int, tuple[int, int]] | None = None, read_limit_chars: int = 24000) -> str:
+         part: tuple[int, int, tuple[int, int]] | None = None) -> str:
     """The task of a worker on one turn, on a batch of turns (one editor each), or on part
     (index, count, original positions) of one turn that other workers share. A spawn, which
     has no conversation in context, also gets its nodes' text (as `read_turn_nodes` returns them,
-    `read_limit_chars` in all), so that one request can suffice."""
+    `SPAWN_TEXT_CHARS` in all), so that one request can suffice."""
     turns = [str(e.turn) for e in editors]
     scope = part[2] if part is not None else None
     # a batch's turns share the page: a read covers one turn's nodes
-    text = "\n\n".join(nodes_text(e.in_scope(scope), read_limit_chars // len(editors)) for e in editors) \
+    text = "\n\n".join(nodes_text(e.in_scope(scope), SPAWN_TEXT_CHARS // len(editors)) for e in editors) \
         if spawn else ""
     images = [m for e in editors for m in e.image_markers(scope)]
     mine = editors[0].in_scope(scope)

@@ -52,8 +52,7 @@ class PartTask:
     def prompt(self, mode: Mode) -> str:
         return worker_prompt.task([self.editor], self.hints, spawn=mode == "spawn",
                                   continuing=any(n.changed for n in self.editor.in_scope(self.scope)),
-                                  part=(self.index, self.count, self.scope),
-                                  read_limit_chars=self.tools.read_limit_chars)
+                                  part=(self.index, self.count, self.scope))
 
     def shape(self) -> Hashable:
         return self.editor.shape(self.scope)

@@ -23,19 +23,22 @@ TASK = "The tokenizer loses the last token of a file. Find out why and fix it. "
 THOUGHT = ("Hypothesis: the tokenizer drops the trailing token when the input does not end with a newline. "
            "Ruled out the parser: its unit tests pass on the same input. Next: read tokenize() in lexer.py. ") * 12
 HINT = "- HINT-NAV-7: trailing token lost without a final newline; parser ruled out; check tokenize() in lexer.py"
-# turn 1 is small: with the landing barrier on, from turn 2 on DSH's pre-step waits for a
-# booting engine, so the engine is surely listening when turn 2's reasoning block ends (the
-# live path); the barrier also lands turn 2 before turn 3's request
-# and workers that may rewrite the reasoning (0.2 keeps it by default, and then asks no hint)
+# turns 1 and 2 are small: with the landing barrier on, from turn 2 on DSH's pre-step waits for
+# a booting engine, so the engine is surely listening when turn 3's reasoning block ends (the
+# live path); the barrier also lands turn 3 before turn 4's request
+# and workers that may rewrite the reasoning (0.2 keeps it by default, and then asks no hint).
+# On 0.2 the memory tools join with turn 1's landing, in turn 2: a turn split by that
+# tool-registry message keeps its assistant nodes (and so asks no hint) whatever the setting
 BARRIER = {"landingBarrier": True, "assistantNodes": "rewrite"}
-TASKS = ["Say hi.", TASK, "Third task: add a regression test."]
+TASKS = ["Say hi.", "Say hello once more.", TASK, "Fourth task: add a regression test."]
 AGENT_TURNS = [
     "Hi. ZERO-DONE",
+    "Hello again. ONE-DONE",
     {"reasoning": THOUGHT, "text": "Checking the lexer.",
      "tool_calls": [{"name": "bash", "arguments": {"command": "echo lexer-probe", "description": "probe"}}]},
     # the answer comes late, so a hint started at the block's end is visibly before turn/end
     {"text": "Fixed: tokenize() now flushes the last token. FIRST-DONE", "delay_ms": 800},
-    "Turn three done. THIRD-DONE",
+    "Turn four done. THIRD-DONE",
 ]
 SECTION = "Thought hints (navigation only)"
 
@@ -65,7 +68,7 @@ def turn_end_ms(events, turn):
 
 def assert_landed(home, events):
     log = SessionLog(home.dialect, events)
-    for turn in (1, 2):
+    for turn in (1, 2, 3):
         nodes = turn_nodes(log, turn)
         roles = [log.message_of(s)["role"] for s in nodes]
         at = log.index_of(nodes[0])
@@ -102,20 +105,20 @@ def test_a_long_thought_is_hinted_once_before_the_turn_ends_and_the_worker_reads
     _, events = home.session_log(run.session_id)
     log = engine_log.read_text()
 
-    # exactly one request, only the fixed prompt and the thought, sent while turn 2 still ran
+    # exactly one request, only the fixed prompt and the thought, sent while turn 3 still ran
     (request,) = hint_requests
     assert request.body["model"] == "hint-small" and "tools" not in request.body
     assert request.messages == [{"role": "system", "content": render_prompt("thought-hints", {})},
                                 {"role": "user", "content": THOUGHT}]
-    assert request.time * 1000 < turn_end_ms(events, 2), "the hint was requested only after turn/end"
-    assert "turn 2: thought hint requested for step 1 (2292 chars of reasoning, live)" in log
+    assert request.time * 1000 < turn_end_ms(events, 3), "the hint was requested only after turn/end"
+    assert "turn 3: thought hint requested for step 1 (2292 chars of reasoning, live)" in log
 
-    # turn 2's fork reads the hint in its labelled section, next to the raw reasoning it inherits
-    (turn2_worker,) = worker_prompts(fake, 2)
-    assert SECTION in turn2_worker and HINT in turn2_worker and THOUGHT[:60] in turn2_worker
+    # turn 3's fork reads the hint in its labelled section, next to the raw reasoning it inherits
+    (turn3_worker,) = worker_prompts(fake, 3)
+    assert SECTION in turn3_worker and HINT in turn3_worker and THOUGHT[:60] in turn3_worker
     (turn1_worker,) = worker_prompts(fake, 1)
     assert SECTION not in turn1_worker  # no long thought, no hint
-    assert "turn 2: 1 thought hint(s) go into the worker prompt" in log
+    assert "turn 3: 1 thought hint(s) go into the worker prompt" in log
     assert_landed(home, events)
 
 
@@ -125,11 +128,11 @@ def test_with_the_hint_endpoint_down_the_turn_still_lands(home, fake, tmp_path):
     engine_log = tmp_path / "engine.log"
     run = home.run(TASKS, engine_overrides=hints_config(f"http://127.0.0.1:{closed_port()}/v1", engine_log))
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
-    (turn2_worker,) = worker_prompts(fake, 2)
-    assert SECTION not in turn2_worker
+    (turn3_worker,) = worker_prompts(fake, 3)
+    assert SECTION not in turn3_worker
     assert_landed(home, home.session_log(run.session_id)[1])
     log = engine_log.read_text()
-    assert "turn 2: thought hint for step 1 failed" in log and "compression goes on without it" in log
+    assert "turn 3: thought hint for step 1 failed" in log and "compression goes on without it" in log
 
 
 def test_by_default_the_hint_goes_through_dshs_own_llm_service(home, fake):
@@ -142,6 +145,6 @@ def test_by_default_the_hint_goes_through_dshs_own_llm_service(home, fake):
     (request,) = [r for r in fake.requests if "recall index" in r.system_text]
     assert [m["role"] for m in request.messages] == ["system", "user"] and not request.body.get("tools")
     assert request.messages[1]["content"] == THOUGHT
-    (turn2_worker,) = worker_prompts(fake, 2)
-    assert HINT in turn2_worker
+    (turn3_worker,) = worker_prompts(fake, 3)
+    assert HINT in turn3_worker
     assert_landed(home, home.session_log(run.session_id)[1])

@@ -274,6 +274,9 @@ _PART = re.compile(r"Yours\s+is part \d+ of \d+")
 _STEP = re.compile(r"r\d+\.(\d+)-0")
 _SEGMENT = re.compile(r"You are assigned segment (\d+); the working checkpoint is at revision (\d+)")
 _SEGMENTS = re.compile(r"The history has (\d+) segments")
+#: an earlier checkpoint among a segment's sources (`### S1.1 · user · checkpoint`) and its text
+_CHECKPOINT_SOURCE = re.compile(r"^### S(\d+)\.\d+ · user · checkpoint\n(.*?)(?=\n\n### S\d|\Z)",
+                                re.M | re.S)
 
 
 def _text(content: Any) -> str:
@@ -368,10 +371,13 @@ def segment_reply(messages: Sequence[Mapping[str, Any]], sc: Scenario) -> dict[s
         return {"tool_calls": [finish]}
     segment, revision = int(found.group(1)), int(found.group(2))
     tokens = max(100, sc.summary_tokens // max(1, int(count.group(1)) if count else 1))
-    # a fold of a short span (a background checkpoint) keeps the turn workers' share of it at most
+    # a fold of a short span (a background checkpoint) keeps the turn workers' share of it at most,
+    # an earlier checkpoint among its sources whole (as the prompt asks: it is already an index)
     size = re.search(rf"^- S{segment} · .*? · ~([\d,]+) tokens", prompt, re.M)
     if size is not None:
-        tokens = max(100, min(tokens, int(sc.rewrite_ratio * int(size.group(1).replace(",", "")))))
+        carried = sum(pm.tokens(m.group(2)) for m in _CHECKPOINT_SOURCE.finditer(prompt) if int(m.group(1)) == segment)
+        span = int(size.group(1).replace(",", ""))
+        tokens = max(100, min(tokens, carried + int(sc.rewrite_ratio * max(0, span - carried))))
     return {"tool_calls": [{"name": "replace_session_memory", "arguments": {
         "expected_revision": revision, "from": f"P{segment}", "nodes": [
             {"role": "user", "content": f"CHECKPOINT-{segment}: the parser work so far."},

@@ -22,18 +22,18 @@ from turn_memory.host.dialects import RC8
 TURNS = 12
 OPEN = TURNS + 1
 WINDOW = 100_000  # threshold 80,000: far above the session's ~23,000 tokens
-CFG = EngineConfig.model_validate({"compaction": {"retainRatio": 0.02}})  # a 2,000-token tail
+CFG = EngineConfig.model_validate({"compaction": {"retainRatio": 0.3, "backgroundRetainRatio": 0.02}})  # background folds keep a 2,000-token tail, pressure 30,000
 
 
 def test_a_fold_pays_when_the_requests_still_expected_outweigh_its_workers_and_its_cache_break():
     facts = FoldFacts(span=20_000, tail=4_000, requests=36, segments=1, framing=93)
     assert checkpoint_estimate(facts) == 5_000  # FOLD_PRIOR of the span before one landed
-    # saving 15,000 x 36; cost 10 x (20,000 + 400) + 24,000 + 15 x 5,000 + 9 x 9,000
-    assert fold_price(facts) == (540_000.0, 384_000.0)
+    # saving 15,000 x 36; cost 10 x (20,000 + 400) + 15 x 5,000 + 9 x 9,000 (a spawn reads no session)
+    assert fold_price(facts) == (540_000.0, 360_000.0)
     early = FoldFacts(span=20_000, tail=4_000, requests=18, segments=1, framing=93)
     assert fold_price(early)[0] < fold_price(early)[1]  # half the horizon: not yet
     measured = FoldFacts(span=20_000, tail=4_000, requests=18, segments=1, framing=93, fold_ratio=0.05)
-    assert checkpoint_estimate(measured) == 1_000 and fold_price(measured) == (342_000.0, 288_000.0)
+    assert checkpoint_estimate(measured) == 1_000 and fold_price(measured) == (342_000.0, 264_000.0)
     tiny = FoldFacts(span=300, tail=4_000, requests=100, segments=1, framing=93, fold_ratio=0.01)
     assert checkpoint_estimate(tiny) == 93  # never under the checkpoint's framing
 
@@ -74,7 +74,7 @@ def test_a_fold_that_pays_runs_while_the_step_goes_on_and_lands_at_a_later_step(
 
     async def scenario() -> None:
         await asyncio.wait_for(service.pre_step(scope_of(host, service), OPEN, meter), 1)  # does not wait for it
-        assert len(host.log) == before and [s["mode"] for s in started] == ["fork"]
+        assert len(host.log) == before and [s["mode"] for s in started] == ["spawn"]
         assert "folding in the background" not in "".join(s["prompt"] for s in started)
         await service.pre_step(scope_of(host, service), OPEN, meter)  # still running: nothing lands
         assert len(host.log) == before

@@ -116,7 +116,7 @@ def test_at_the_threshold_the_open_turn_compacts_keeping_the_retained_tail():
     assert start["data"]["turn"] == OPEN  # owned by the open turn
     tx = host.log.events[start["seq"]:]
     assert [e["type"] for e in tx] == ["compaction/start", "compaction/summary", "user/message", "compaction/end"]
-    assert "error" not in tx[-1]["data"] and [s["mode"] for s in started] == ["fork"]
+    assert "error" not in tx[-1]["data"] and [s["mode"] for s in started] == ["spawn"]
     checkpoint = tx[2]["seq"]
     assert host.log.nodes[0] == checkpoint
     kept = host.log.nodes[1:]

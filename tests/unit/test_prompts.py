@@ -43,9 +43,10 @@ def test_every_shipped_prompt_renders_with_its_flags_off_and_on():
                  "images": on}
         assert "{{" not in render_prompt("turn-compression", values, flags)
     session = {"segment_count": "1", "segment": "1", "revision": "0", "segments": "s", "sources": "x",
-               "handoff": "h", "images": "i", "source_tokens": "2,000", "target_tokens": "300"}
+               "handoff": "h", "images": "i", "source_tokens": "2,000", "target_tokens": "300", "checkpoint_tokens": "900"}
     for on in (False, True):
-        assert "{{" not in render_prompt("session-compaction", session, {"spawn": on, "handoff": on, "images": on})
+        assert "{{" not in render_prompt("session-compaction", session,
+                                         {"spawn": on, "handoff": on, "images": on, "checkpoint": on})
 
 
 def test_a_block_that_is_off_leaves_one_blank_line_and_inserted_values_are_kept():

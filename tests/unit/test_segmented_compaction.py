@@ -23,6 +23,7 @@ from turn_memory.compaction.manual import compact_now
 from turn_memory.config import EngineConfig
 from turn_memory.host.dialects import RC8, V02
 from turn_memory.host.surface import SessionLog
+from turn_memory.host.tokens import estimate_text
 from turn_memory.runtime.workers import WorkerRegistry
 
 AGENT = AgentOptions(provider="deepseek-official", model="deepseek-v4-flash")
@@ -72,19 +73,19 @@ def checkpoint_body(host: FakeHost) -> str:
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_one_segment_is_folded_by_one_fork_and_committed_as_one_transaction(dialect):
+def test_one_segment_is_folded_by_one_spawn_and_committed_as_one_transaction(dialect):
     b = work_session(dialect, 3, system=dialect is V02)
     host = FakeHost(dialect, b.events)
     before_nodes, before = list(host.log.nodes), len(host.log)
     result, started = compact(host, config(), [segment_worker(1, 0)])
 
-    assert [s["mode"] for s in started] == ["fork"]
+    assert [s["mode"] for s in started] == ["spawn"]  # its task carries the segment: no fork copies the session
     spec = started[0]
     assert {t["name"] for t in spec["tools"]} == {"list_session_segments", "read_session_source", "read_session_memory",
                                                   "search_session_memory", "replace_session_memory",
                                                   "finish_session_segment", "read_memory_image"}
     assert "assigned to you" in spec["prompt"] and "### S1.1 · turn 1 · user · human\nTurn 1:" in spec["prompt"]
-    assert "You start fresh" not in spec["prompt"] and spec["maxRequests"] == 32
+    assert "You start fresh" in spec["prompt"] and spec["maxRequests"] == 32
     assert "memory editor" in spec["persona"]
     assert transactions(host.log.events[before:]) == [
         ["compaction/start", "compaction/summary", "user/message", "compaction/end"]]
@@ -104,7 +105,7 @@ def test_several_segments_are_processed_in_order_into_one_chronological_checkpoi
     scripts = [segment_worker(1, 0), segment_worker(2, 1), segment_worker(3, 2)]
     result, started = compact(host, config(segmentTokens=100), scripts)
 
-    assert [s["mode"] for s in started] == ["fork", "fork", "fork"]
+    assert [s["mode"] for s in started] == ["spawn", "spawn", "spawn"]
     assert [s["label"] for s in started] == [f"turn-memory compaction S{k}" for k in (1, 2, 3)]
     # the second worker sees what the first established, and the segment list with S1 done
     assert "USER-1: fix module 1." in started[1]["prompt"] and "What earlier segments established" in started[1]["prompt"]
@@ -135,7 +136,7 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
     spawn = WorkerScript([fold(1, "M1", "SPAWN-USER: fix the parser.", "SPAWN-ASSISTANT: fixed."), FINISH])
     _, started = compact(host, config(workerAttempts=1), [partial, spawn])
 
-    assert [s["mode"] for s in started] == ["fork", "spawn"]
+    assert [s["mode"] for s in started] == ["spawn", "spawn"]
     prompt = started[1]["prompt"]
     assert "You start fresh" in prompt and "### S1.1 · turn 1 · user · human\nTurn 1:" in prompt  # the segment's text itself
     assert "Compiling src/" in prompt and "revision 1" in prompt and "PARTIAL: fix things." in prompt
@@ -148,10 +149,10 @@ def test_a_task_carries_its_whole_segment_whatever_one_read_returns():
     host = FakeHost(RC8, work_session(RC8, 3, log_lines=400).events)
     scripts = [WorkerScript([]), segment_worker(1, 0)]
     _, started = compact(host, config(readLimitChars=2000), scripts)
-    assert [s["mode"] for s in started] == ["fork", "spawn"]
-    fork, spawn = (spec["prompt"] for spec in started)
-    assert "cut at character" not in fork + spawn and len(spawn) > 10 * 2000
-    assert fork.count("Compiling src/") == spawn.count("Compiling src/") == 926  # every log line of turns 1-2 (turn 3 stays)
+    assert [s["mode"] for s in started] == ["spawn", "spawn"]
+    first, second = (spec["prompt"] for spec in started)
+    assert "cut at character" not in first + second and len(second) > 10 * 2000
+    assert first.count("Compiling src/") == second.count("Compiling src/") == 926  # every log line of turns 1-2 (turn 3 stays)
     assert task_chars(config().compaction) == 32000 * 4
     assert task_chars(config(readLimitChars=200_000).compaction) == 200_000
 
@@ -167,6 +168,21 @@ def test_a_segment_longer_than_the_task_carries_is_cut_where_a_read_goes_on():
                          "offset=2000]" in prompt
     assert f"about {segment_prompt.target_tokens(segments[0].tokens):,} tokens in all (its\nsources take " \
            f"~{segments[0].tokens:,})" in prompt
+
+
+def test_an_earlier_checkpoint_among_the_sources_counts_whole_in_the_target_length():
+    """A background fold takes the last checkpoint with each new turn: asked for 15% of it
+    again at every fold, the oldest history would shrink a little more each time."""
+    assert segment_prompt.target_tokens(5_502) == 850
+    assert segment_prompt.target_tokens(5_502, checkpoint_tokens=2_014) == 2_550  # 2,014 + 15% of 3,488
+    assert segment_prompt.target_tokens(900) == segment_prompt.target_tokens(900, 0) == 200  # the least asked for
+    assert segment_prompt.target_tokens(1_000, checkpoint_tokens=5_000) == 1_000  # never over the sources
+    host = FakeHost(RC8, work_session(RC8, 3).events)
+    compact(host, config(), [segment_worker(1, 0)])
+    first = [t for t in host.log.nodes if host.log.index.origins.get(t, ("", 0))[0] == "checkpoint"]
+    _, started = compact(host, config(retainTurns=0), [segment_worker(1, 0)])
+    carried = sum(estimate_text(host.log.message_of(s)["content"][0]["text"]) for s in first)
+    assert f"of which ~{carried:,} are an earlier checkpoint: carry\nwhat it records" in started[0]["prompt"]
 
 
 def test_progress_resets_the_budget_and_its_exhaustion_closes_with_the_error():
@@ -225,7 +241,7 @@ def test_a_worker_that_fails_to_run_counts_as_no_progress():
 
     host.run_worker = flaky  # type: ignore[method-assign]
     asyncio.run(compact_now(CompactionScope(host.session, host, config(), AGENT, registry), None))
-    assert modes == ["fork", "spawn"] and "USER-1" in checkpoint_body(host)
+    assert modes == ["spawn", "spawn"] and "USER-1" in checkpoint_body(host)
 
 
 def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
@@ -254,11 +270,11 @@ def test_dropping_an_image_marker_is_refused_at_finish_and_keeping_it_commits():
                                                        "nodes": [{"role": "user", "content": f"Screenshot: {marker}"}]}),
                            FINISH])
     _, started = compact(host, config(), [script])
-    assert started[0]["mode"] == "fork"
+    assert started[0]["mode"] == "spawn"
     refused = script.answers[1]
     assert refused.is_error and "image markers were dropped" in refused.text and marker in refused.text
     assert marker in checkpoint_body(host)
-    # the fork's prompt lists the segment's markers in full (catalog previews may cut them)
+    # the task lists the segment's markers in full (catalog previews may cut them)
     assert marker in started[0]["prompt"]
 
 

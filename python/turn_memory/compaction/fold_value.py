@@ -5,10 +5,9 @@ Priced like a turn's worker (`turns.eligibility`), in units of one cached input 
 
 - saving: the checkpoint replaces S tokens of history with C, on every later request:
   (S - C) x R, R the requests the session is expected to make yet (the turn policy's horizon);
-- cost: the segment workers read the span uncached in their task (S x MISS) with the
-  session before them cached (a fork's context, once per segment), and write the checkpoint
-  (C x OUTPUT); and the next agent request reads the checkpoint and everything after it
-  uncached once (C + T) x (MISS - 1), T the surface after the span.
+- cost: the segment workers, fresh spawns, read the span uncached in their tasks (S x MISS)
+  and write the checkpoint (C x OUTPUT); and the next agent request reads the checkpoint and
+  everything after it uncached once (C + T) x (MISS - 1), T the surface after the span.
 
 C is not known before the workers ran: the share this session's checkpoints came out at
 (`FOLD_PRIOR` before one landed), never under the checkpoint's framing.
@@ -58,8 +57,7 @@ def fold_price(facts: FoldFacts) -> tuple[float, float]:
     """(saving, cost) of folding the span now, in cached-token units."""
     checkpoint = checkpoint_estimate(facts)
     saving = max(0, facts.span - checkpoint) * facts.requests
-    prefix = facts.span + facts.tail  # a fork reads the session cached; a fresh spawn reads less
-    cost = (MISS * (facts.span + JOB_TOKENS * facts.segments) + prefix * facts.segments + OUTPUT * checkpoint
+    cost = (MISS * (facts.span + JOB_TOKENS * facts.segments) + OUTPUT * checkpoint
             + (MISS - 1) * (checkpoint + facts.tail))
     return float(saving), cost
 

@@ -10,6 +10,7 @@ from typing import Any
 from turn_memory.compaction.memory import SessionMemoryEditor
 from turn_memory.compaction.segments import Segment
 from turn_memory.compaction.session_tools import SessionTools, source_heading, tool_specs
+from turn_memory.host.tokens import estimate_text
 from turn_memory.prompts import prompt_sections, render_prompt
 from turn_memory.runtime.workers import worker_scope
 
@@ -24,10 +25,14 @@ TARGET_SHARE = 0.15
 TARGET_MIN_TOKENS = 200
 
 
-def target_tokens(source_tokens: int) -> int:
+def target_tokens(source_tokens: int, checkpoint_tokens: int = 0) -> int:
     """The length a segment's memory nodes aim at (the prompt's target; the editor enforces only
-    "shorter than the sources")."""
-    return max(TARGET_MIN_TOKENS, round(source_tokens * TARGET_SHARE / 50) * 50)
+    "shorter than the sources"). An earlier checkpoint among the sources counts whole: it is
+    already an index, and a background fold that takes it with each new turn would otherwise
+    shrink it to a share of itself at every fold, losing a little more of the oldest history
+    each time."""
+    carried = min(checkpoint_tokens, source_tokens)
+    return max(TARGET_MIN_TOKENS, round((carried + (source_tokens - carried) * TARGET_SHARE) / 50) * 50)
 
 
 def persona() -> str:
@@ -50,6 +55,7 @@ def task(tools: SessionTools, editor: SessionMemoryEditor, segment: Segment, *, 
     if len(body) > text_chars:
         body = body[:text_chars] + f"\n[… cut at character {text_chars} of {len(body)}: read the rest with " \
                                    f"read_session_source, offset={text_chars}]"
+    checkpoint_tokens = sum(estimate_text(n.text) for n in sources if n.kind == "checkpoint")
     earlier = [n for n in editor.nodes if n.placeholder is None]
     handoff = "\n\n".join(f"{_role_label[n.role]} ({n.id}): {n.text}" for n in earlier)
     if len(handoff) > handoff_chars:  # the recent causal tail matters most
@@ -59,6 +65,7 @@ def task(tools: SessionTools, editor: SessionMemoryEditor, segment: Segment, *, 
         {"segment_count": str(len(tools.segments)), "segment": str(segment.index),
          "revision": str(editor.revision), "segments": tools.segment_catalog(),
          "sources": body, "handoff": handoff, "images": "\n".join(images),
-         "source_tokens": f"{segment.tokens:,}", "target_tokens": f"{target_tokens(segment.tokens):,}"},
-        {"spawn": spawn, "handoff": bool(handoff), "images": bool(images)},
+         "source_tokens": f"{segment.tokens:,}", "target_tokens": f"{target_tokens(segment.tokens, checkpoint_tokens):,}",
+         "checkpoint_tokens": f"{checkpoint_tokens:,}"},
+        {"spawn": spawn, "handoff": bool(handoff), "images": bool(images), "checkpoint": checkpoint_tokens > 0},
     )

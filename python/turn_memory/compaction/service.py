@@ -182,7 +182,7 @@ class CompactionService:
         self._considered[session.id] = turn
         log_ = session.log
         prices = surface_prices(log_)
-        selection = background_span(log_, prices, int(window * cfg.retainRatio), scope.busy_turns())
+        selection = background_span(log_, prices, int(window * cfg.backgroundRetainRatio), scope.busy_turns())
         if selection is None:
             return
         span = sum(prices.get(s, 0) for s in selection.shadowed)

@@ -68,6 +68,9 @@ class RunSpec:
     tools: list[dict[str, Any]]
     #: the feature's logger: a run's lines read as the feature's own
     log: logging.Logger
+    #: whether a job's first worker may fork the agent (a turn's worker reads the session around
+    #: its turn); a segment worker's task carries its whole segment, so it always spawns
+    forks: bool = True
 
 
 class Bound(Enum):
@@ -224,7 +227,7 @@ class WorkerRun:
                 return GaveUp(Bound.SESSION, "the session stopped compressing: its workers keep failing "
                                              f"({spec.section}.failingRequests, {spec.section}.failingJobs)")
             events = len(self.session.log)
-            mode: Mode = "fork" if started == 0 and self._may_fork(events) else "spawn"
+            mode: Mode = "fork" if started == 0 and spec.forks and self._may_fork(events) else "spawn"
             started += 1
             worker_id = f"{spec.worker_prefix}{next(_worker_ids)}"
             self.workers.append(worker_id)

@@ -132,7 +132,7 @@ def test_a_segment_worker_that_stops_after_progress_is_continued_by_a_spawn(home
     (compact,) = run.commands()
     assert compact["result"]["kind"] == "success", compact
     workers = worker_requests(fake)
-    assert "Question 0" in " ".join(text_of(m) for m in workers[0].messages)  # the fork inherited the history
+    assert "Question 0" in " ".join(text_of(m) for m in workers[0].messages)  # its task carries the segment's text
     spawn = workers[2]
     assert "You start fresh" in spawn.all_text() and "Question 0" not in text_of(spawn.messages[0])
     _, events = home.session_log(run.session_id)
@@ -148,7 +148,7 @@ def test_when_every_worker_fails_the_compaction_closes_with_the_error(home, fake
     run = home.run([*questions(3)[::2], "/compact"], engine_overrides=NO_TURN_WORKERS)
     (compact,) = run.commands()
     assert compact["result"]["kind"] == "error" and "useful summary" in compact["result"]["text"], compact
-    assert len(worker_requests(fake)) == 3  # fork, spawn, spawn: the no-progress budget
+    assert len(worker_requests(fake)) == 3  # three spawns: the no-progress budget
     _, events = home.session_log(run.session_id)
     (tx,) = transactions(home, events)
     assert [e["type"] for e in tx] == ["compaction/start", "compaction/end"]

@@ -2,10 +2,10 @@
 
 A job (a turn, or a batch of turns; a session compaction) owns one `WorkerRun`. The run
 works toward one finish at a time (`until_finished`: a turn batch's rewrite, or one segment
-of a checkpoint): workers start one after another, the first a fork of the parent agent (it
-has the history in context; once the session's log makes a fork's start stall the agent, a
-spawn: `runtime.fork_cost`), every later one a fresh spawn that starts from the working
-surface. A worker progressed only when it left the working surface in a shape never seen at
+of a checkpoint): workers start one after another, a turn's first a fork of the parent agent
+(it has the history in context; once the session's log makes a fork's start stall the agent,
+a spawn: `runtime.fork_cost`), every other one a fresh spawn that starts from the working
+surface (`RunSpec.forks`). A worker progressed only when it left the working surface in a shape never seen at
 a worker boundary of this finish before and not one a finish was refused on (restating the
 same nodes, or repeating a refused rewrite, is no progress). A finish is given up after
 `workerAttempts` consecutive workers without progress, or `maxWorkers` workers; the whole job

@@ -12,8 +12,9 @@ Priced like a turn's worker (`turns.eligibility`), in units of one cached input 
 C is not known before the workers ran: the share this session's checkpoints came out at
 (`FOLD_PRIOR` before one landed), never under the checkpoint's framing.
 
-The span is the one pressure would fold (from the first content node to a retained tail of
-`compaction.retainRatio` of the window), ending before the first turn whose own compression
+The span is the one pressure would fold (from the first content node to a retained tail),
+with a tail of `compaction.backgroundRetainRatio` of the window (nothing folded is lost, so it
+keeps less than pressure's `retainRatio`), ending before the first turn whose own compression
 may still land (`busy`): a landing inside the span would move it under the checkpoint.
 """
 

@@ -53,6 +53,18 @@ def label_of(r: Received) -> str:
     return "agent" if r.kind == "turn" else r.kind
 
 
+#: how a worker request is told apart: a session-compaction segment's task, and a spawn's
+#: (a fork has the session in its context instead)
+_SEGMENT_TASK = "You are assigned segment"
+_SPAWN_TASK = "You start fresh"
+WORKER_KINDS = ("turn fork", "turn spawn", "segment fork", "segment spawn")
+
+
+def worker_kind(r: Received) -> str:
+    return (f"{'segment' if _SEGMENT_TASK in r.text else 'turn'} "
+            f"{'spawn' if _SPAWN_TASK in r.text else 'fork'}")
+
+
 def call_tokens(call: Mapping[str, Any]) -> int:
     return pm.output_tokens({"tool_calls": [call]})
 
@@ -153,6 +165,13 @@ def analyse_requests(received: Sequence[Received], sc: Scenario, compressed: Ite
         if now.hit_tokens < before.prompt_tokens // pm.BLOCK_TOKENS * pm.BLOCK_TOKENS:
             rewrites += 1
     out["prefix_rewrites"] = rewrites
+    kinds: dict[str, dict[str, float]] = {}
+    for r, p in zip(received, priced):
+        if p.label == "worker":
+            k = kinds.setdefault(worker_kind(r), {"requests": 0, "usd": 0.0})
+            k["requests"] += 1
+            k["usd"] += p.cost_usd
+    out["worker_kinds"] = kinds
     out["agent_miss_tokens"] = sum(p.miss_tokens for _, p in agent)
     firsts = first_requests(received, labels)
     out["first_request_tokens"] = {k: pm.tokens(r.text) for k, r in firsts.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from session_analysis import LANDING_MODES, median
+from session_analysis import LANDING_MODES, WORKER_KINDS, median
 from session_scenarios import Scenario
 
 VARIANTS = ("turn-memory", "stock")
@@ -58,6 +58,8 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
             "held_then_compressed": median(len(d.get("held_then_compressed", [])) for d in decided),
             "held_at_end": median(len(d.get("held", [])) for d in decided),
             "compactions": median(len(r.get("compactions", [])) for r in rs),
+            "worker_kinds": {kind: {key: median((r.get("worker_kinds") or {}).get(kind, {}).get(key, 0) for r in rs)
+                                    for key in ("requests", "usd")} for kind in WORKER_KINDS},
             "log_events": median((r.get("log") or {}).get("events") for r in rs),
             "log_bytes": median((r.get("log") or {}).get("bytes") for r in rs),
             "compaction_points": (rs[0].get("compactions") or []) if rs else [],
@@ -124,6 +126,10 @@ def rows_for(sc: Scenario, tm: Mapping[str, Any], st: Mapping[str, Any]) -> list
              *(f"{r.get('agent', 0):.0f} / {r.get('worker', 0):.0f} / "
                f"{sum(v for k, v in r.items() if k not in ('agent', 'worker')):.0f}" for r in (tm["requests"], st["requests"]))),
         info("  worker requests per compressed turn", "—" if not compressed else f"{worker_requests / compressed:.2f}"),
+        # a worker's request starts with its own persona and tools: a fork reads the session uncached
+        info("  worker requests and bill by kind", " · ".join(
+            f"{kind} {k['requests']:.0f} {fmt_usd(k['usd'])}" for kind, k in tm["worker_kinds"].items()
+            if k["requests"])),
         info("  agent requests that rewrote the cached prefix", *(f"{x['prefix_rewrites']:.0f}" for x in (tm, st))),
         info("  agent requests' missed tokens", *(fmt_tokens(x["agent_miss_tokens"]) for x in (tm, st))),
         info("  tool declarations in every request (tokens)", *(fmt_tokens(x["tool_tokens"]) for x in (tm, st))),

@@ -156,6 +156,9 @@ def test_the_analysis_prices_labels_finds_raw_turns_and_the_floor():
     assert out["prefix_rewrites"] == 1  # turn 2's first request dropped turn 1's raw tail
     assert out["raw_in_next_first_request"] == [] and out["raw_two_turns_later"] == []
     assert out["wrong_replies"] == []
+    assert out["worker_kinds"] == {"turn fork": {"requests": 1, "usd": out["cost_by_label"]["worker"]}}
+    assert [A.worker_kind(received(f"{t} You start fresh", t, worker=t)) for t in (task, "You are assigned segment 1")] \
+        == ["turn spawn", "segment spawn"]
     # the ideal worker: the 2048 worker-prefix tokens... cached, the turn and the task uncached, the rewrite written
     (ideal,) = out["ideal_workers"]
     assert ideal == {"turn": 1, "history_tokens": 512, "turn_tokens": pm.tokens(raw1) + pm.tokens("<|user|>" + task),
@@ -219,7 +222,8 @@ def fake_run(variant: str, cost: float, turn_ms: list[int], wall: float, **more)
             "decisions": {"eligible": [1, 2], "held_then_compressed": [], "held": []},
             "compactions": [] if tm else [{"turn": 2, "shadowed_tokens": 25000, "summary_tokens": 2000}],
             "first_request_tokens": {2: 8000, 3: 9000} if tm else {2: 26000, 3: 5000},
-            "worker_seconds": [12.0], "two_turn_gaps_ms": [20000.0], **more}
+            "worker_seconds": [12.0], "two_turn_gaps_ms": [20000.0],
+            "worker_kinds": {"turn fork": {"requests": 2, "usd": 0.0021}} if tm else {}, **more}
 
 
 def test_the_report_prints_every_metric_ratio_and_verdict():
@@ -247,6 +251,8 @@ def test_the_report_prints_every_metric_ratio_and_verdict():
     assert modes.split()[-6:] == ["0", "/", "1", "/", "1", "—"]  # stock lands nothing
     shaped = next(line for line in text.splitlines() if "kept their user/assistant shape" in line)
     assert shaped.split()[-3:] == ["1/2", "all", "MISSED"]  # one of the two landed flattened
+    kinds = next(line for line in text.splitlines() if "worker requests and bill by kind" in line)
+    assert "turn fork 2 $0.00210" in kinds and "spawn" not in kinds
     events = next(line for line in text.splitlines() if line.startswith("session log: events"))
     assert "300" in events and "240" in events and "1.25×" in events
 

@@ -226,7 +226,7 @@ class CompactionConfig(_Section):
     retainTurns: int = Field(1, ge=0, description=(
         "complete turns `/compact` keeps verbatim after the checkpoint (fewer when the session is shorter)"))
     method: Literal["workers", "summary"] = Field("workers", description=(
-        "`workers`: segmented working checkpoint edited by forked workers; `summary`: one summary request "
+        "`workers`: segmented working checkpoint edited by worker sessions; `summary`: one summary request "
         "through DSH's llm service (cheaper, less structured)"))
     segmentTokens: int = Field(32000, ge=100, description="token budget of one segment (a larger turn is its own segment)")
     workerAttempts: int = Field(3, ge=1, description=(

@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from session_scenarios import (STOCK_INSTRUCTION, WORKER_TOOLS, Scenario, answer_tag, result_tag, turn_plan,
-                               worker_task, worker_turns)
+from session_scenarios import (SEGMENT_TASK, STOCK_INSTRUCTION, WORKER_TOOLS, Scenario, answer_tag, result_tag,
+                               turn_plan, worker_task, worker_turns)
 from turn_memory.devtools import price_model as pm
 
 
@@ -53,15 +53,13 @@ def label_of(r: Received) -> str:
     return "agent" if r.kind == "turn" else r.kind
 
 
-#: how a worker request is told apart: a session-compaction segment's task, and a spawn's
-#: (a fork has the session in its context instead)
-_SEGMENT_TASK = "You are assigned segment"
+#: how a spawned worker's request is told apart (a fork has the session in its context instead)
 _SPAWN_TASK = "You start fresh"
 WORKER_KINDS = ("turn fork", "turn spawn", "segment fork", "segment spawn")
 
 
 def worker_kind(r: Received) -> str:
-    return (f"{'segment' if _SEGMENT_TASK in r.text else 'turn'} "
+    return (f"{'segment' if SEGMENT_TASK.search(r.text) else 'turn'} "
             f"{'spawn' if _SPAWN_TASK in r.text else 'fork'}")
 
 

@@ -272,7 +272,7 @@ _NODE = re.compile(r"^- ((?:t(\d+)\.)?[nr]\d+) · (user|assistant|tool) · [^·]
 _PART = re.compile(r"Yours\s+is part \d+ of \d+")
 #: the step a tool result's preview names (its output's first line: `result_tag`)
 _STEP = re.compile(r"r\d+\.(\d+)-0")
-_SEGMENT = re.compile(r"You are assigned segment (\d+); the working checkpoint is at revision (\d+)")
+SEGMENT_TASK = re.compile(r"You are assigned segment (\d+); the working checkpoint is at revision (\d+)")
 _SEGMENTS = re.compile(r"The history has (\d+) segments")
 #: an earlier checkpoint among a segment's sources (`### S1.1 · user · checkpoint`) and its text
 _CHECKPOINT_SOURCE = re.compile(r"^### S(\d+)\.\d+ · user · checkpoint\n(.*?)(?=\n\n### S\d|\Z)",
@@ -365,8 +365,8 @@ def segment_reply(messages: Sequence[Mapping[str, Any]], sc: Scenario) -> dict[s
     if last.get("role") == "tool" and not _text(last.get("content")).lower().startswith(("error", "refused")):
         return {"tool_calls": [finish]}
     prompt = next((_text(m.get("content")) for m in reversed(messages)
-                   if m.get("role") == "user" and _SEGMENT.search(_text(m.get("content")))), "")
-    found, count = _SEGMENT.search(prompt), _SEGMENTS.search(prompt)
+                   if m.get("role") == "user" and SEGMENT_TASK.search(_text(m.get("content")))), "")
+    found, count = SEGMENT_TASK.search(prompt), _SEGMENTS.search(prompt)
     if found is None:
         return {"tool_calls": [finish]}
     segment, revision = int(found.group(1)), int(found.group(2))

@@ -145,7 +145,6 @@ export class Workers {
     };
     let run;
     let release = () => {};
-    let startMs;
     try {
       // how long the host took to start the child: a fork copies the parent's whole log on
       // this thread first, and the engine stops forking once that would stall the agent
@@ -162,7 +161,7 @@ export class Workers {
         // rc8: persona shadows a preset persona; the complete section wins anyway
         run = await subagents.start(spec.mode, { ...request, label: spec.label, signal: abort.signal, persona: spec.persona });
       }
-      startMs = Math.round(performance.now() - began);
+      const startMs = Math.round(performance.now() - began);
       const result = await run.result;
       return { result: { stop: result.stopReason, requests: record.requests, child: run.id ?? run.childId, startMs } };
     } finally {

@@ -157,7 +157,7 @@ def test_the_analysis_prices_labels_finds_raw_turns_and_the_floor():
     assert out["raw_in_next_first_request"] == [] and out["raw_two_turns_later"] == []
     assert out["wrong_replies"] == []
     assert out["worker_kinds"] == {"turn fork": {"requests": 1, "usd": out["cost_by_label"]["worker"]}}
-    assert [A.worker_kind(received(f"{t} You start fresh", t, worker=t)) for t in (task, "You are assigned segment 1")] \
+    assert [A.worker_kind(received(f"{t} You start fresh", t, worker=t)) for t in (task, "You are assigned segment 1; the working checkpoint is at revision 0.")] \
         == ["turn spawn", "segment spawn"]
     # the ideal worker: the 2048 worker-prefix tokens... cached, the turn and the task uncached, the rewrite written
     (ideal,) = out["ideal_workers"]

@@ -139,6 +139,12 @@ class TurnConfig(_Section):
         "`turns.batchTokens`) at once, each a part of it (whole steps), when one worker would not finish within "
         "the time the session's turns take (at the speed its workers, or before them its model, wrote so far); "
         "1: one worker per turn"))
+    workerStart: Literal["spawn", "fork"] = Field("spawn", description=(
+        "how a turn job's first worker starts: `spawn`, fresh, its task carrying the turn's text (up to 128,000 "
+        "characters); `fork`, a copy of the agent's conversation that also sees the earlier turns, at a higher "
+        "price (its request starts with the worker's own prompt, so it reads the copied conversation without the "
+        "agent's cache; bench/session_cost.py), and that starts fresh instead once copying the session's log would "
+        "hold the agent. Later workers of a job always start fresh"))
     readLimitChars: int = Field(24000, ge=1000, description="characters one `read_turn_nodes` call returns before paging")
     workerTimeoutS: float = Field(900.0, gt=0, description="wall-clock bound of one worker")
     batchTurns: int = Field(4, ge=1, description=(
@@ -280,6 +286,11 @@ class EngineConfig(_Section):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     sessionHistory: SessionHistoryConfig = Field(default_factory=SessionHistoryConfig)
     hostCallTimeoutS: float = Field(30.0, gt=0, description="engine→shim call timeout (apply, flush, measure)")
+    maxActiveWorkers: int = Field(4, ge=1, description=(
+        "turn-memory workers of one session running at once, turn and compaction workers together; a worker "
+        "over it waits for one to end. DSH 0.2 starts them from the session's own pool of subagent slots "
+        "(`maxActiveSubagents`, 8 by default) and refuses the agent's own subagents once it is full, so this "
+        "leaves the rest of the pool to the agent"))
 
 
 # ---- keys ---------------------------------------------------------------------------------

@@ -158,6 +158,7 @@ class Engine:
             return
         session = self.mirror.get(params.sessionId)
         assert session is not None
+        session.worker_slots.limit = config.maxActiveWorkers
         self.hints.on_events(session, events, params.reset, lambda: self._port(peer), config)
         self.turns.on_events(session, events, params.reset, lambda: self._port(peer), config,
                              self._results.get(peer.identity))

@@ -113,7 +113,7 @@ def test_a_long_thought_is_hinted_once_before_the_turn_ends_and_the_worker_reads
     assert request.time * 1000 < turn_end_ms(events, 3), "the hint was requested only after turn/end"
     assert "turn 3: thought hint requested for step 1 (2292 chars of reasoning, live)" in log
 
-    # turn 3's fork reads the hint in its labelled section, next to the raw reasoning it inherits
+    # turn 3's worker reads the hint in its labelled section, next to the raw reasoning in its task
     (turn3_worker,) = worker_prompts(fake, 3)
     assert SECTION in turn3_worker and HINT in turn3_worker and THOUGHT[:60] in turn3_worker
     (turn1_worker,) = worker_prompts(fake, 1)

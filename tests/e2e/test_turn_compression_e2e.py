@@ -1,4 +1,4 @@
-"""Issue 3 acceptance on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): every completed turn is rewritten by a forked
+"""Issue 3 acceptance on each real DSH host (0.1.0-rc.8, 0.2.1-rc.2): every completed turn is rewritten by a
 worker and landed; the scripted model plays both the agent and the worker."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_with_the_landing_barrier_the_turn_lands_as_two_nodes_and_the_next_reque
     assert convo[0][0] == "user" and convo[0][1].startswith("COMPRESSED-USER")
     assert convo[1][0] == "assistant" and convo[1][1].startswith("COMPRESSED-ASSISTANT")
     assert not any("Looking at the parser" in text for _, text in convo)
-    # the worker was a fork: its first request carried the raw turn, then the task
+    # the worker was a spawn: its first request carried the raw turn in its task
     (first_worker, *_rest) = worker_requests(fake)
     # its scope holds the four editor tools and the public read_memory_image, nothing else
     assert "Looking at the parser" in first_worker.all_text()
@@ -121,7 +121,8 @@ def test_a_fork_that_stops_after_progress_is_continued_by_a_spawn(home, fake):
         FINISH])
     # the barrier keeps turn 2 from ending the session before the fork and the spawn are done
     run = home.run([TASK_1, "Second task."], engine_overrides={"turns": {"workerAttempts": 1, "landingBarrier": True,
-                                                                         "assistantNodes": "rewrite"}})
+                                                                         "assistantNodes": "rewrite",
+                                                                         "workerStart": "fork"}})
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     workers = worker_requests(fake)
     spawn_first = workers[2]

@@ -13,11 +13,14 @@ from typing import Any
 from golden_session import session_log, turn_positions
 from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.runtime.fork_cost import MEASURE_FROM_EVENTS, STALL_BUDGET_MS, ForkCost
+from turn_memory.runtime.worker_slots import WorkerSlots
 from turn_memory.runtime.worker_run import WorkerRun
 from turn_memory.turns import prompt as turn_prompt
 from turn_memory.turns.editor import Output, TurnNodeEditor
 from turn_memory.turns.nodes import original_nodes
 from turn_memory.turns.tools import nodes_text
+
+from dataclasses import replace
 
 from test_worker_run_accounting import Task, spec
 
@@ -55,12 +58,12 @@ class TimedPort:
 
 
 def test_once_a_fork_would_stall_the_agent_the_first_worker_of_each_job_spawns_and_says_so_once(caplog):
-    session = SimpleNamespace(id="s", log=[{}] * 4000, forks=ForkCost())
+    session = SimpleNamespace(id="s", log=[{}] * 4000, forks=ForkCost(), worker_slots=WorkerSlots())
     port = TimedPort(start_ms=400.0)  # 0.1 ms an event: 400 ms at 4,000 events
     modes = []
     with caplog.at_level(logging.INFO, logger="test"):
         for job in range(3):
-            run = WorkerRun.start(session, port, f"j{job}", spec())  # type: ignore[arg-type]
+            run = WorkerRun.start(session, port, f"j{job}", replace(spec(), forks=True))  # type: ignore[arg-type]
             port.run = run
             assert asyncio.run(run.until_finished(Task())) is None
             modes += run.modes
@@ -71,10 +74,10 @@ def test_once_a_fork_would_stall_the_agent_the_first_worker_of_each_job_spawns_a
 
 
 def test_a_session_whose_forks_start_fast_keeps_forking():
-    session = SimpleNamespace(id="s", log=[{}] * 4000, forks=ForkCost())
+    session = SimpleNamespace(id="s", log=[{}] * 4000, forks=ForkCost(), worker_slots=WorkerSlots())
     port = TimedPort(start_ms=40.0)
     for job in range(3):
-        run = WorkerRun.start(session, port, f"j{job}", spec())  # type: ignore[arg-type]
+        run = WorkerRun.start(session, port, f"j{job}", replace(spec(), forks=True))  # type: ignore[arg-type]
         port.run = run
         asyncio.run(run.until_finished(Task()))
     assert port.modes == ["fork"] * 3 and session.forks.predicted_ms(4000) == 40.0

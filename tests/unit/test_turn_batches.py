@@ -181,7 +181,7 @@ def test_every_batched_turn_is_marked_at_turn_end_kept_in_its_own_sidecar_and_re
     assert sorted(landed(host)) == [(1, 1), (2, 1), (3, 1)]
     assert store.turns(SESSION) == []  # each deleted once its turn landed
     for turn in (1, 2, 3):  # one report line per turn, naming its session, turn and batch
-        assert f"session {SESSION} turn {turn}: job finished; landing at the next landing point: 1 worker(s) (fork), " \
+        assert f"session {SESSION} turn {turn}: job finished; landing at the next landing point: 1 worker(s) (spawn), " \
                f"4 model request(s)" in caplog.text
     assert caplog.text.count("one worker run for turns 1, 2, 3") == 3
 
@@ -204,21 +204,21 @@ def test_a_batch_shares_one_request_budget_and_gives_up_as_a_whole(caplog):
 
 
 def test_a_batch_progresses_only_when_the_combined_shape_is_new_and_not_refused():
-    """The fork compresses turn 1 and asks to finish, refused (turns 2 and 3 are raw): the
-    batch's shape is one a finish was refused on, so the fork made no progress and, with
+    """The first worker compresses turn 1 and asks to finish, refused (turns 2 and 3 are raw): the
+    batch's shape is one a finish was refused on, so it made no progress and, with
     workerAttempts=1, the job gives up. Workers that each change another turn progress."""
     host = backlog_host()
-    fork = WorkerScript([fold(1), FINISH])
-    started = run_backlog(host, config(workerAttempts=1), [fork, WorkerScript([("list_turn_nodes", {})])])
-    assert len(started) == 1  # the fork's edit ended on a refused shape: no progress, budget spent
-    assert fork.answers[1].is_error and "turn 2:" in fork.answers[1].text
+    first = WorkerScript([fold(1), FINISH])
+    started = run_backlog(host, config(workerAttempts=1), [first, WorkerScript([("list_turn_nodes", {})])])
+    assert len(started) == 1  # the first worker's edit ended on a refused shape: no progress, budget spent
+    assert first.answers[1].is_error and "turn 2:" in first.answers[1].text
     assert marks(host) == [("pending", 1), ("pending", 2), ("pending", 3)]
 
     host = backlog_host()
     scripts = [WorkerScript([fold(2)]), WorkerScript([fold(3)]), WorkerScript([fold(1), FINISH])]
     started = run_backlog(host, config(workerAttempts=1), scripts)
     # each worker changed another turn: the combined shape is new every time
-    assert [s["mode"] for s in started] == ["fork", "spawn", "spawn"]
+    assert [s["mode"] for s in started] == ["spawn", "spawn", "spawn"]
     assert sorted(landed(host)) == [(1, 3), (2, 3), (3, 3)]
 
 
@@ -271,15 +271,16 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
     SessionLog(RC8, host.log.events)  # still reloads
 
 
-def test_a_batch_led_by_a_restored_turn_starts_with_a_fork_and_the_restored_turn_keeps_its_provenance(tmp_path):
+def test_a_batch_led_by_a_restored_turn_runs_one_worker_and_the_restored_turn_keeps_its_provenance(tmp_path):
     """A previous process finished turn 1 (kept in its sidecar) and gave up on turns 2 and 3;
-    after the restart turn 1's job leads the batch: turns 2 and 3 get a fork (their first
-    worker), and turn 1 lands with the one worker that compressed it, not the batch's."""
+    after the restart turn 1's job leads the batch: turns 2 and 3 get one worker (a fork
+    where `turns.workerStart=fork`), and turn 1 lands with the one worker that compressed it,
+    not the batch's."""
     host, store = backlog_host(), ResultStore(tmp_path / "dsh-home")
     before_a_restart(host, store, [WorkerScript([fold(1, prefix=False), FINISH]), WorkerScript([]), WorkerScript([])])
     assert store.turns(SESSION) == [1]
 
-    second, cfg = EngineHarness().turns, config()
+    second, cfg = EngineHarness().turns, config(workerStart="fork")
     again = attach_workers(host, second, [WorkerScript([fold(2), fold(3), FINISH])])
 
     async def after_the_restart():
@@ -291,5 +292,5 @@ def test_a_batch_led_by_a_restored_turn_starts_with_a_fork_and_the_restored_turn
     assert [w["mode"] for w in again] == ["fork"]
     provenance = {m[1]: e["data"]["source"]["workerModes"] for e in host.log.events
                   if (m := marker_of(e)) is not None and m[0] == "compression"}
-    assert provenance[1] == ["fork"], provenance  # its own run, in the previous process
+    assert provenance[1] == ["spawn"], provenance  # its own run, in the previous process
     assert provenance[2] == provenance[3] and provenance[2][0] == "fork", provenance

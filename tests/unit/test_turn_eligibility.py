@@ -39,23 +39,23 @@ def facts(requests: int, surface: int = 12_000, **more) -> E.SessionFacts:
 
 def test_the_value_policy_prices_a_worker_against_what_it_saves_over_the_requests_to_come():
     turn = [E.TurnFacts(5, 5000)]
-    # saving: (1 - 0.3) x 5000 x 30 = 105,000; cost: 10 x (5000 + 400) + (12,000 - 5000 + 2000)
-    # + 0.3 x 5000 x (15 + 9) = 54,000 + 9000 + 36,000 = 99,000
-    assert E.price(5000, facts(30)) == pytest.approx((105_000, 99_000))
+    # saving: (1 - 0.3) x 5000 x 30 = 105,000; cost: 10 x (5000 + 400) + 2000 (the worker's own
+    # prompt, cached) + 0.3 x 5000 x (15 + 9) = 54,000 + 2000 + 36,000 = 92,000
+    assert E.price(5000, facts(30)) == pytest.approx((105_000, 92_000))
     worth = E.choose(turn, facts(30), TurnConfig())
-    assert worth.dispatch == (5,) and (worth.saving, worth.cost) == pytest.approx((105_000, 99_000))
+    assert worth.dispatch == (5,) and (worth.saving, worth.cost) == pytest.approx((105_000, 92_000))
     assert worth.reason == ("turn 5 (5000 tokens): saves ~105,000 over the 30 requests the session is expected to "
-                            "make yet, costs ~99,000 (cached-token units)")
-    # two requests fewer so far: the session is expected to be shorter, the same worker does not pay
-    held = E.choose(turn, facts(28), TurnConfig())
-    assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~98,000")
+                            "make yet, costs ~92,000 (cached-token units)")
+    # four requests fewer so far: the session is expected to be shorter, the same worker does not pay
+    held = E.choose(turn, facts(26), TurnConfig())
+    assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~91,000")
 
 
 def test_a_tool_using_session_counts_the_horizon_prior_and_a_chat_does_not():
     """Issue 29: `turns.horizonRequests` adds to the Lindy estimate once the session used a tool."""
     turn = [E.TurnFacts(1, 5000)]
     config = TurnConfig(horizonRequests=20)
-    # an agent after its first turn of 10 requests: 0.7 x 5000 x (10 + 20) = 105,000 >= 99,000
+    # an agent after its first turn of 10 requests: 0.7 x 5000 x (10 + 20) = 105,000 >= 92,000
     early = E.choose(turn, facts(10, agentic=True), config)
     assert early.dispatch == (1,) and "over the 30 requests the session is expected to make yet" in early.reason
     # the same turn in a session that never called a tool: 0.7 x 5000 x 10 = 35,000
@@ -64,18 +64,20 @@ def test_a_tool_using_session_counts_the_horizon_prior_and_a_chat_does_not():
 
 
 def test_what_the_sessions_rewrites_kept_and_its_history_move_the_price():
-    # rewrites that kept 10%: 0.9 x 5000 x 28 = 126,000 against 54,000 + 9000 + 12,000 = 75,000
-    assert E.price(5000, facts(28, keep_ratio=0.1)) == pytest.approx((126_000, 75_000))
+    # rewrites that kept 10%: 0.9 x 5000 x 28 = 126,000 against 54,000 + 2000 + 12,000 = 68,000
+    assert E.price(5000, facts(28, keep_ratio=0.1)) == pytest.approx((126_000, 68_000))
     assert E.choose([E.TurnFacts(5, 5000)], facts(28, keep_ratio=0.1), TurnConfig()).dispatch == (5,)
-    # the fork reads 40,000 more tokens of history (cached) before the turn
-    assert E.price(5000, facts(30, surface=52_000)) == pytest.approx((105_000, 139_000))
-    assert E.choose([E.TurnFacts(5, 5000)], facts(30, surface=52_000), TurnConfig()).dispatch == ()
+    # a fork (`turns.workerStart=fork`) also reads the 47,000 tokens of history before the turn, cached:
+    # 54,000 + 49,000 + 36,000; a spawn's task carries only the turn
+    assert E.price(5000, facts(30, surface=52_000), fork=True) == pytest.approx((105_000, 139_000))
+    assert E.choose([E.TurnFacts(5, 5000)], facts(30, surface=52_000), TurnConfig(workerStart="fork")).dispatch == ()
+    assert E.choose([E.TurnFacts(5, 5000)], facts(30, surface=52_000), TurnConfig()).dispatch == (5,)
 
 
 def test_where_assistants_are_kept_only_the_rest_of_the_turn_is_priced_as_saved():
     # 5000 tokens, 4000 of them assistant nodes no worker may rewrite (0.2's default): saving
-    # 0.7 x 1000 x 30 = 21,000; cost 10 x 5400 + 9000 + 0.3 x 1000 x 24 = 70,200: a chat-like turn is held
-    assert E.price(5000, facts(30), fixed=4000) == pytest.approx((21_000, 70_200))
+    # 0.7 x 1000 x 30 = 21,000; cost 10 x 5400 + 2000 + 0.3 x 1000 x 24 = 63,200: a chat-like turn is held
+    assert E.price(5000, facts(30), fixed=4000) == pytest.approx((21_000, 63_200))
     held = E.choose([E.TurnFacts(5, 5000, fixed=4000)], facts(30), TurnConfig())
     assert held.dispatch == () and held.reason.startswith("turn 5 (5000 tokens) held: saves ~21,000")
     # the same turn with its bulk in tool results (500 fixed) pays, as above
@@ -84,10 +86,10 @@ def test_where_assistants_are_kept_only_the_rest_of_the_turn_is_priced_as_saved(
 
 def test_held_turns_share_one_worker_and_a_batch_over_the_cap_is_priced_as_two_jobs():
     turns = [E.TurnFacts(t, 1000) for t in range(1, 7)]
-    # 6000 tokens, two jobs of at most 4 turns: 10 x (6000 + 800) + 2 x (20,000 - 6000 + 2000) + 0.3 x 6000 x 24
-    assert E.price(6000, facts(40, surface=20_000), jobs=2) == pytest.approx((168_000, 143_200))
+    # 6000 tokens, two jobs of at most 4 turns: 10 x (6000 + 800) + 2 x 2000 + 0.3 x 6000 x 24
+    assert E.price(6000, facts(40, surface=20_000), jobs=2) == pytest.approx((168_000, 115_200))
     choice = E.choose(turns, facts(40, surface=20_000), TurnConfig())
-    assert choice.dispatch == (1, 2, 3, 4, 5, 6) and choice.cost == pytest.approx(143_200)
+    assert choice.dispatch == (1, 2, 3, 4, 5, 6) and choice.cost == pytest.approx(115_200)
 
 
 def test_a_worker_takes_several_turns_only_while_they_are_small_together():
@@ -189,7 +191,7 @@ def test_a_turn_in_a_window_half_way_to_the_compaction_threshold_is_compressed_a
         await next_turn_prestep(host, harness.turns, EngineConfig())
 
     asyncio.run(asyncio.wait_for(scenario(), 10))
-    assert [s["mode"] for s in started] == ["fork"]
+    assert [s["mode"] for s in started] == ["spawn"]
     assert markers(host) == [("pending", 1), ("compression", 1)]
 
 

@@ -82,8 +82,8 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
         await next_turn_prestep(host, service, cfg)
 
     run(scenario())
-    assert [s["mode"] for s in started] == ["fork"]
-    assert "- n1 · user" in started[0]["prompt"] and {t["name"] for t in started[0]["tools"]} >= {"replace_turn_nodes"}
+    assert [s["mode"] for s in started] == ["spawn"]
+    assert "- n1 · user" in started[0]["prompt"] and "You start fresh" in started[0]["prompt"] and {t["name"] for t in started[0]["tools"]} >= {"replace_turn_nodes"}
     nodes = turn_nodes(host.log, 1)
     # rc8 replaces in place in the pre-step; v02 lands inside the loop's first step of turn 2,
     # where turn 1 is still the tail: the user/assistant shape survives (mode 3)
@@ -314,7 +314,7 @@ def test_a_worker_that_stops_after_progress_is_continued_by_a_spawn():
         await next_turn_prestep(host, service, cfg)
 
     run(scenario())
-    assert [s["mode"] for s in started] == ["fork", "spawn"]
+    assert [s["mode"] for s in started] == ["spawn", "spawn"]
     assert "r1" in started[1]["prompt"]  # the spawn starts from the editor's current catalog
     assert [host.log.message_of(s)["role"] for s in turn_nodes(host.log, 1)] == ["user", "user", "assistant"]
 
@@ -638,7 +638,7 @@ def test_a_job_stops_at_its_request_budget_even_while_its_workers_progress(caplo
     # 4 + 4 requests, then a third worker bounded to the 2 left: 10 in all
     assert [s["maxRequests"] for s in started] == [4, 4, 2]
     assert "gave up: 10 model requests, the job's budget (turns.maxJobRequests)" in caplog.text
-    assert "3 worker(s) (fork, spawn, spawn), 10 model request(s)" in caplog.text
+    assert "3 worker(s) (spawn, spawn, spawn), 10 model request(s)" in caplog.text
     assert marks(host) == [("pending", 1)]
 
 

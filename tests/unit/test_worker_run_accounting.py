@@ -19,6 +19,7 @@ from typing import Any
 from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.runtime import worker_run
 from turn_memory.runtime.fork_cost import ForkCost
+from turn_memory.runtime.worker_slots import WorkerSlots
 from turn_memory.runtime.worker_run import RunSpec, WorkerRun
 from turn_memory.turns.breaker import Breaker
 
@@ -72,7 +73,7 @@ class BusyPort:
 
 
 def session() -> Any:
-    return SimpleNamespace(id="s", log=[], forks=ForkCost())
+    return SimpleNamespace(id="s", log=[], forks=ForkCost(), worker_slots=WorkerSlots())
 
 
 def spec() -> RunSpec:
@@ -88,9 +89,9 @@ def test_a_worker_the_host_has_no_slot_for_waits_and_is_neither_an_attempt_nor_a
     run = WorkerRun.start(session(), port, "j1", spec(), allowance=breaker)  # type: ignore[arg-type]
     port.run = run
     gave_up = asyncio.run(run.until_finished(Task()))
-    # five refusals (more than workerAttempts), then the worker ran: it is the job's first, a fork
+    # five refusals (more than workerAttempts), then the worker ran: it is the job's first
     assert gave_up is None
-    assert port.modes == ["fork"] * 6 and run.modes == ["fork"] and len(run.workers) == 1
+    assert port.modes == ["spawn"] * 6 and run.modes == ["spawn"] and len(run.workers) == 1
     assert run.requests == 1 and breaker.spent == 1 and breaker.held == 0 and not breaker.open
 
 

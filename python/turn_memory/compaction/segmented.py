@@ -2,9 +2,8 @@
 
 The selected span is split into segments of complete turns. Workers process them in order,
 each editing the host-owned working checkpoint through the session tools: every segment is
-one finish of the compaction's worker run (`runtime.worker_run`): a fork of the parent first
-(it has the history in context), then fresh spawns that get the segment's text in their
-prompt. Each segment has its own budget of consecutive workers without progress and its own
+one finish of the compaction's worker run (`runtime.worker_run`): fresh spawns that get the
+segment's text in their prompt. Each segment has its own budget of consecutive workers without progress and its own
 worker cap; the whole compaction is bounded by `compaction.maxJobRequests` model requests
 and `compaction.jobTimeoutS` seconds over all its workers. One log line reports the job: its
 workers, model requests, time and outcome. Nothing touches the session here: the finished
@@ -142,8 +141,7 @@ def run_spec(config: CompactionConfig) -> RunSpec:
     """How a compaction's workers run: bounded by `compaction.*`, segment workers, its logger
     (reads the persona and tool prompts: raises PromptError)."""
     return RunSpec(section="compaction", job_noun="compaction", worker_prefix="c", bounds=config,
-                   persona=segment_prompt.persona(), tools=segment_prompt.worker_tool_specs(), log=log,
-                   forks=False)
+                   persona=segment_prompt.persona(), tools=segment_prompt.worker_tool_specs(), log=log)
 
 
 @dataclass

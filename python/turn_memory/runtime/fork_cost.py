@@ -1,4 +1,5 @@
-"""Whether a session's next first worker may start as a fork of its agent (pure).
+"""Whether a session's next first worker may start as a fork of its agent, where
+`turns.workerStart=fork` asks for forks at all (pure).
 
 DSH starts a fork by copying the parent's whole session log into the child on the thread the
 agent runs on (0.2.1: `completedTurnPrefix`, then `Session.fromRestore` deep-copies and freezes

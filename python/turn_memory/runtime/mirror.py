@@ -20,6 +20,7 @@ from turn_memory.host.dialect import Dialect
 from turn_memory.host.continuations import ContinuationLedger
 from turn_memory.host.surface import SessionLog, SurfaceError
 from turn_memory.runtime.fork_cost import ForkCost
+from turn_memory.runtime.worker_slots import WorkerSlots
 
 log = logging.getLogger("turn_memory.mirror")
 
@@ -40,6 +41,8 @@ class MirroredSession:
     job_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: what starting a worker as a fork of the agent costs this session's host
     forks: ForkCost = field(default_factory=ForkCost)
+    #: its workers running now, within `maxActiveWorkers`
+    worker_slots: WorkerSlots = field(default_factory=WorkerSlots)
     _grew: asyncio.Event = field(default_factory=asyncio.Event)
     #: the newest request/header's `header` (its tool schemas: ~23 KB of JSON on 0.2)
     _header: dict[str, Any] | None = None

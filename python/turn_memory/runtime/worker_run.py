@@ -2,10 +2,10 @@
 
 A job (a turn, or a batch of turns; a session compaction) owns one `WorkerRun`. The run
 works toward one finish at a time (`until_finished`: a turn batch's rewrite, or one segment
-of a checkpoint): workers start one after another, a turn's first a fork of the parent agent
-(it has the history in context; once the session's log makes a fork's start stall the agent,
-a spawn: `runtime.fork_cost`), every other one a fresh spawn that starts from the working
-surface (`RunSpec.forks`). A worker progressed only when it left the working surface in a shape never seen at
+of a checkpoint): workers start one after another, each a fresh spawn that starts from the
+working surface; with `turns.workerStart=fork` (`RunSpec.forks`) a turn's first is a fork of
+the parent agent (it has the history in context) until the session's log makes a fork's
+start stall the agent (`runtime.fork_cost`). A worker progressed only when it left the working surface in a shape never seen at
 a worker boundary of this finish before and not one a finish was refused on (restating the
 same nodes, or repeating a refused rewrite, is no progress). A finish is given up after
 `workerAttempts` consecutive workers without progress, or `maxWorkers` workers; the whole job
@@ -68,9 +68,9 @@ class RunSpec:
     tools: list[dict[str, Any]]
     #: the feature's logger: a run's lines read as the feature's own
     log: logging.Logger
-    #: whether a job's first worker may fork the agent (a turn's worker reads the session around
-    #: its turn); a segment worker's task carries its whole segment, so it always spawns
-    forks: bool = True
+    #: whether a job's first worker may fork the agent (`turns.workerStart`); a spawn's task
+    #: carries the text it works on, a turn's or a segment's
+    forks: bool = False
 
 
 class Bound(Enum):
@@ -226,6 +226,14 @@ class WorkerRun:
             if granted <= 0:
                 return GaveUp(Bound.SESSION, "the session stopped compressing: its workers keep failing "
                                              f"({spec.section}.failingRequests, {spec.section}.failingJobs)")
+            # the session's share of the host's child slots (`maxActiveWorkers`): wait for one
+            if not await self.session.worker_slots.acquire(left):
+                if self.allowance is not None:
+                    self.allowance.used(granted, 0)
+                return GaveUp(Bound.DEADLINE, f"{bounds.jobTimeoutS:.0f}s, the {spec.job_noun}'s wall-clock budget "
+                                              f"({spec.section}.jobTimeoutS), waiting for a free worker slot "
+                                              "(maxActiveWorkers)")
+            left = self.deadline - time.monotonic()
             events = len(self.session.log)
             mode: Mode = "fork" if started == 0 and spec.forks and self._may_fork(events) else "spawn"
             started += 1
@@ -236,6 +244,7 @@ class WorkerRun:
                 prompt = task.prompt(mode)
             except PromptError as exc:
                 spec.log.error("%s: prompt failed: %s", task.where, exc)
+                await self.session.worker_slots.release()
                 return GaveUp(Bound.PROMPT, f"the prompt failed: {exc}")
             self.current, self._calls = worker_id, {}
             used = granted  # a worker whose run was cancelled counts as its whole allowance
@@ -255,6 +264,7 @@ class WorkerRun:
                     used = min(used, sum(self._calls.values()) + 1)
             finally:
                 self.current = None
+                await self.session.worker_slots.release()
                 if self.allowance is not None:
                     self.allowance.used(granted, used)
             if busy:

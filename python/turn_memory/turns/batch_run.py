@@ -30,7 +30,8 @@ def run_spec(config: TurnConfig) -> RunSpec:
     """How a turn job's workers run: bounded by `turns.*`, turn workers, the turns' logger
     (reads the persona and tool prompts: raises PromptError)."""
     return RunSpec(section="turns", job_noun="job", worker_prefix="w", bounds=config,
-                   persona=worker_prompt.persona(), tools=worker_prompt.worker_tool_specs(), log=log)
+                   persona=worker_prompt.persona(), tools=worker_prompt.worker_tool_specs(), log=log,
+                   forks=config.workerStart == "fork")
 
 
 @dataclass

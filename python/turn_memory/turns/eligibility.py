@@ -17,10 +17,10 @@ input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):
   so far (the Lindy prior for a lifetime of unknown length), so as many requests as the
   session has made so far: F = the agent requests of its completed turns; plus
   `turns.horizonRequests` once the session has used a tool (`host.prices.expected_requests`).
-- cost: the worker reads the turns uncached (T + its task, x MISS) and the history before
-  them cached (the fork's prefix); it writes the rewrite (k x T x OUTPUT); and the next
-  agent request reads the rewrite uncached instead of the raw turns cached
-  (k x T x (MISS - 1)).
+- cost: the worker reads the turns uncached (T + its task, x MISS), its own prompt cached
+  and, where it forks (`turns.workerStart=fork`), the history before the turns cached too;
+  it writes the rewrite (k x T x OUTPUT); and the next agent request reads the rewrite
+  uncached instead of the raw turns cached (k x T x (MISS - 1)).
 
 k is the share of a turn this session's rewrites kept so far (`KEEP_PRIOR` until one has
 landed). Where workers keep assistant nodes (0.2, `turns.assistantNodes`), T in the saving and
@@ -115,13 +115,15 @@ def batches(tokens: Sequence[int], config: TurnConfig) -> list[int]:
     return out
 
 
-def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0, horizon: int = 0) -> tuple[float, float]:
+def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0, horizon: int = 0,
+          fork: bool = False) -> tuple[float, float]:
     """(saving, cost) of compressing `tokens` of raw turns, `fixed` of them not rewritable, with
-    `jobs` workers, in cached-token units; `horizon`: `turns.horizonRequests`."""
+    `jobs` workers, in cached-token units; `horizon`: `turns.horizonRequests`; `fork`: the
+    workers fork the agent, so each also reads the history before the turns."""
     k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
     rewritable = max(0, tokens - fixed)
     saving = (1 - k) * rewritable * expected_requests(session.agent_requests, session.agentic, horizon)
-    history = max(0, session.surface_tokens - tokens) + WORKER_PREFIX_TOKENS
+    history = (max(0, session.surface_tokens - tokens) if fork else 0) + WORKER_PREFIX_TOKENS
     cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * rewritable * (OUTPUT + MISS - 1)
     return saving, cost
 
@@ -145,7 +147,7 @@ def choose(candidates: Sequence[TurnFacts], session: SessionFacts, config: TurnC
         return Choice(turns, f"{held}: the surface ({session.surface_tokens} tokens) is past half of the compaction "
                              f"threshold ({session.threshold_tokens})")
     saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)),
-                         sum(c.fixed for c in candidates), config.horizonRequests)
+                         sum(c.fixed for c in candidates), config.horizonRequests, config.workerStart == "fork")
     expected = expected_requests(session.agent_requests, session.agentic, config.horizonRequests)
     numbers = (f"saves ~{saving:,.0f} over the {expected} requests the session is expected to make yet, "
                f"costs ~{cost:,.0f} (cached-token units)")

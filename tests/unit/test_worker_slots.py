@@ -1,0 +1,68 @@
+"""A session's workers share its part of the host's child slots (`maxActiveWorkers`): DSH 0.2
+starts ours and the agent's own subagents from one pool of 8, and refuses the agent's once
+ours fill it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+from turn_memory.bridge.protocol import WorkerRunResult
+from turn_memory.config import EngineConfig
+from turn_memory.runtime.worker_run import Bound, WorkerRun
+
+from test_worker_run_accounting import Task, session, spec
+
+
+class ConcurrentPort:
+    """Each worker takes `seconds`, then finishes; counts how many ran at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.running = self.peak = 0
+        self.runs: dict[str, WorkerRun] = {}
+
+    async def run_worker(self, params: Any, timeout: float) -> WorkerRunResult:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.running -= 1
+        self.runs[params.jobId].tool_call(params.workerId, "finish", {})
+        return WorkerRunResult(stop="concluded", requests=1)
+
+
+def test_a_sessions_workers_never_run_more_at_once_than_its_share_of_the_hosts_slots():
+    assert EngineConfig().maxActiveWorkers == 4  # half of DSH 0.2's default pool of 8
+    shared = session()
+    shared.worker_slots.limit = 2
+    port = ConcurrentPort(0.02)
+
+    async def five_jobs() -> list[Any]:
+        for k in range(5):
+            port.runs[f"j{k}"] = WorkerRun.start(shared, port, f"j{k}", spec())  # type: ignore[arg-type]
+        return await asyncio.gather(*(run.until_finished(Task()) for run in port.runs.values()))
+
+    assert asyncio.run(five_jobs()) == [None] * 5  # every job finished, two at a time
+    assert port.peak == 2 and shared.worker_slots.running == 0
+
+
+def test_a_job_that_waits_past_its_deadline_for_a_slot_gives_up_and_starts_no_worker():
+    shared = session()
+    shared.worker_slots.limit = 1
+    port = ConcurrentPort(0.5)
+    short = replace(spec(), bounds=SimpleNamespace(**{**vars(spec().bounds), "jobTimeoutS": 0.1}))
+
+    async def two_jobs() -> list[Any]:
+        port.runs["long"] = WorkerRun.start(shared, port, "long", spec())  # type: ignore[arg-type]
+        port.runs["short"] = WorkerRun.start(shared, port, "short", short)  # type: ignore[arg-type]
+        return await asyncio.gather(*(run.until_finished(Task()) for run in port.runs.values()))
+
+    finished, gave_up = asyncio.run(two_jobs())
+    assert finished is None and gave_up.bound is Bound.DEADLINE
+    assert gave_up.reason == ("0s, the job's wall-clock budget (turns.jobTimeoutS), waiting for a free worker slot "
+                              "(maxActiveWorkers)")
+    assert port.runs["short"].workers == [] and port.peak == 1 and shared.worker_slots.running == 0

@@ -164,6 +164,10 @@ class TurnConfig(_Section):
         "once it used a tool) pays for the worker, or once "
         "the surface is past half of the compaction threshold; until then it is held, raw and pending "
         "(README \"What it costs\"); `size`: as soon as the held turns reach `turns.minTurnTokens` together"))
+    horizonTurns: int = Field(5, ge=0, description=(
+        "the `value` policy's and background checkpoints' horizon: a session that has used a tool is expected "
+        "to go on for at least this many more turns of the length its turns have had (their mean requests), "
+        "where that is more than as many requests again as it made so far (0: only that Lindy estimate)"))
     horizonRequests: int = Field(0, ge=0, description=(
         "the `value` policy's and background checkpoints' horizon: agent requests a session that has used a tool "
         "is expected to make beyond as many again as it made so far (0: only that Lindy estimate)"))

@@ -63,6 +63,22 @@ def test_a_tool_using_session_counts_the_horizon_prior_and_a_chat_does_not():
     assert E.choose(turn, facts(10, agentic=True), TurnConfig()).dispatch == ()  # the default adds nothing
 
 
+def test_a_tool_using_session_is_expected_to_go_on_for_more_turns_as_long_as_its_turns_so_far():
+    """Issue 28: `turns.horizonTurns` (5): a coding session's first turn no longer waits for the
+    session to have made the requests that pay its worker; a session of one-call turns still does."""
+    turn = [E.TurnFacts(1, 6900)]
+    # one turn of 9 requests: 5 more like it, 45 requests: 0.7 x 6900 x 45 = 217,350 against
+    # 10 x 7300 + 2000 + 0.3 x 6900 x 24 = 124,680
+    coding = E.choose(turn, facts(9, agentic=True, completed_turns=1), TurnConfig())
+    assert coding.dispatch == (1,) and "saves ~217,350 over the 45 requests" in coding.reason
+    # the Lindy estimate alone (9 requests), and a session that never used a tool
+    assert E.choose(turn, facts(9, agentic=True, completed_turns=1), TurnConfig(horizonTurns=0)).dispatch == ()
+    assert "over the 9 requests" in E.choose(turn, facts(9, completed_turns=1), TurnConfig()).reason
+    # six one-call turns (12 requests): max(12, 12 x 5 / 6) = 12: 0.7 x 1500 x 12 = 12,600 < 31,800
+    short = E.choose([E.TurnFacts(6, 1500)], facts(12, agentic=True, completed_turns=6), TurnConfig())
+    assert short.dispatch == () and short.reason.startswith("turn 6 (1500 tokens) held: saves ~12,600 over the 12 ")
+
+
 def test_what_the_sessions_rewrites_kept_and_its_history_move_the_price():
     # rewrites that kept 10%: 0.9 x 5000 x 28 = 126,000 against 54,000 + 2000 + 12,000 = 68,000
     assert E.price(5000, facts(28, keep_ratio=0.1)) == pytest.approx((126_000, 68_000))

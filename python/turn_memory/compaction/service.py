@@ -187,7 +187,8 @@ class CompactionService:
             return
         span = sum(prices.get(s, 0) for s in selection.shadowed)
         requests = expected_requests(log_.index.completed_steps(), log_.index.tool_results > 0,
-                                     scope.config.turns.horizonRequests)
+                                     scope.config.turns.horizonRequests, len(log_.index.turn_ends),
+                                     scope.config.turns.horizonTurns)
         facts = FoldFacts(span=span, tail=sum(prices.values()) - span, requests=requests,
                           segments=segments_of(span, cfg.segmentTokens),
                           framing=tx_.framing_tokens(log_.dialect, read_prompt("checkpoint")),

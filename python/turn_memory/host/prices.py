@@ -10,10 +10,15 @@ OUTPUT = 15.0
 JOB_TOKENS = 400
 
 
-def expected_requests(completed: int, agentic: bool, prior: int) -> int:
+def expected_requests(completed: int, agentic: bool, prior: int, turns: int = 0, more_turns: int = 0) -> int:
     """The agent requests a session is expected to make yet: the horizon over which a worker's
-    saving is counted. As many again as it made so far (`completed`: the Lindy estimate for a
-    lifetime of unknown length), plus `prior` (`turns.horizonRequests`) once it has used a tool:
-    an agent at work on a task goes on for tens of steps, a chat that never called a tool may
-    end at any answer."""
-    return completed + (prior if agentic else 0)
+    saving is counted. As many again as it made so far (`completed` in its `turns` completed
+    turns: the Lindy estimate for a lifetime of unknown length). Once it has used a tool, at
+    least `more_turns` (`turns.horizonTurns`) turns more of the length its turns have had, and
+    `prior` (`turns.horizonRequests`) besides: an agent at work on a task goes on for several
+    turns, each as many steps as its turns took so far; a chat that never called a tool may end
+    at any answer."""
+    if not agentic:
+        return completed
+    shaped = completed * more_turns // turns if turns else 0
+    return max(completed, shaped) + prior

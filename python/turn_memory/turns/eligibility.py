@@ -15,8 +15,11 @@ input token (DeepSeek: cache hit 0.028, miss 0.28, output 0.42 USD per million):
 - saving: the tokens the rewrite removes, (1 - k) x T, on every later request that carries
   them. How many later requests? The session is expected to go on as long again as it has
   so far (the Lindy prior for a lifetime of unknown length), so as many requests as the
-  session has made so far: F = the agent requests of its completed turns; plus
-  `turns.horizonRequests` once the session has used a tool (`host.prices.expected_requests`).
+  session has made so far: F = the agent requests of its completed turns. Once the session
+  has used a tool, at least `turns.horizonTurns` more turns of the length its turns have had
+  (an agent at work goes on for several turns; in a coding session of ~10 steps a turn the
+  first turn's worker pays at once, in one of one-call turns none does yet), plus
+  `turns.horizonRequests` (`host.prices.expected_requests`).
 - cost: the worker reads the turns uncached (T + its task, x MISS), its own prompt cached
   and, where it forks (`turns.workerStart=fork`), the history before the turns cached too;
   it writes the rewrite (k x T x OUTPUT); and the next agent request reads the rewrite
@@ -85,8 +88,16 @@ class SessionFacts:
     threshold_tokens: int | None = None
     #: share of a turn this session's landed rewrites kept (None: none landed yet)
     keep_ratio: float | None = None
-    #: the session has used a tool (`turns.horizonRequests` then adds to the horizon)
+    #: the session has used a tool (`turns.horizonTurns` and `turns.horizonRequests` then count)
     agentic: bool = False
+    #: its completed turns (their mean length in requests scales `turns.horizonTurns`)
+    completed_turns: int = 0
+
+
+def horizon(session: SessionFacts, config: TurnConfig) -> int:
+    """The agent requests the session is expected to make yet (`host.prices.expected_requests`)."""
+    return expected_requests(session.agent_requests, session.agentic, config.horizonRequests,
+                             session.completed_turns, config.horizonTurns)
 
 
 @dataclass(frozen=True)
@@ -115,14 +126,15 @@ def batches(tokens: Sequence[int], config: TurnConfig) -> list[int]:
     return out
 
 
-def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0, horizon: int = 0,
+def price(tokens: int, session: SessionFacts, jobs: int = 1, fixed: int = 0, expected: int | None = None,
           fork: bool = False) -> tuple[float, float]:
     """(saving, cost) of compressing `tokens` of raw turns, `fixed` of them not rewritable, with
-    `jobs` workers, in cached-token units; `horizon`: `turns.horizonRequests`; `fork`: the
-    workers fork the agent, so each also reads the history before the turns."""
+    `jobs` workers, in cached-token units, over `expected` requests to come (`horizon`; None: as
+    many again as the session made so far); `fork`: the workers fork the agent, so each also
+    reads the history before the turns."""
     k = KEEP_PRIOR if session.keep_ratio is None else min(1.0, max(0.0, session.keep_ratio))
     rewritable = max(0, tokens - fixed)
-    saving = (1 - k) * rewritable * expected_requests(session.agent_requests, session.agentic, horizon)
+    saving = (1 - k) * rewritable * (session.agent_requests if expected is None else expected)
     history = (max(0, session.surface_tokens - tokens) if fork else 0) + WORKER_PREFIX_TOKENS
     cost = MISS * (tokens + JOB_TOKENS * jobs) + history * jobs + k * rewritable * (OUTPUT + MISS - 1)
     return saving, cost
@@ -146,9 +158,9 @@ def choose(candidates: Sequence[TurnFacts], session: SessionFacts, config: TurnC
     if session.threshold_tokens and session.surface_tokens >= WINDOW_SHARE * session.threshold_tokens:
         return Choice(turns, f"{held}: the surface ({session.surface_tokens} tokens) is past half of the compaction "
                              f"threshold ({session.threshold_tokens})")
+    expected = horizon(session, config)
     saving, cost = price(total, session, len(batches([c.tokens for c in candidates], config)),
-                         sum(c.fixed for c in candidates), config.horizonRequests, config.workerStart == "fork")
-    expected = expected_requests(session.agent_requests, session.agentic, config.horizonRequests)
+                         sum(c.fixed for c in candidates), expected, config.workerStart == "fork")
     numbers = (f"saves ~{saving:,.0f} over the {expected} requests the session is expected to make yet, "
                f"costs ~{cost:,.0f} (cached-token units)")
     if saving >= cost:

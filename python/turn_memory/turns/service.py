@@ -139,7 +139,8 @@ class SessionTurns:
         return eligibility.SessionFacts(
             agent_requests=index.completed_steps(), surface_tokens=session.log.tokens(),
             threshold_tokens=int(window * self.config.compaction.thresholdRatio) if window else None,
-            keep_ratio=kept / raw if raw else None, agentic=index.tool_results > 0)
+            keep_ratio=kept / raw if raw else None, agentic=index.tool_results > 0,
+            completed_turns=len(index.turn_ends))
 
     async def compress(self, turns: list[int]) -> None:
         """One worker reads and rewrites the batch's turns together, once; each still lands,

@@ -62,6 +62,11 @@ def turn_task_fork() -> str:
     return turn_prompt.task([editor(1)], [HINT], spawn=False, continuing=False)
 
 
+def turn_task_first() -> str:
+    """A turn job's first worker as it starts by default (`turns.workerStart=spawn`)."""
+    return turn_prompt.task([editor(1)], [HINT], spawn=True, continuing=False)
+
+
 def turn_task_spawn() -> str:
     """Turn 2 after an earlier worker folded its tool call: a spawn continues from `r1`."""
     e = editor(2)
@@ -149,6 +154,7 @@ RENDERS: dict[str, Callable[[], str]] = {
     "turn-worker.system.txt": turn_prompt.persona,
     "turn-worker.tools.txt": lambda: tools_text(turn_prompt.worker_tool_specs()),
     "turn-worker.task.fork-with-hints.txt": turn_task_fork,
+    "turn-worker.task.spawn-with-hints.txt": turn_task_first,
     "turn-worker.task.spawn-continuing.txt": turn_task_spawn,
     "turn-worker.task.batch.txt": turn_task_batch,
     "session-worker.system.txt": segment_prompt.persona,

@@ -59,7 +59,7 @@ def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli
     assert [r["why"].split(": ")[0] for r in memory["protocol"]["raw"]] == ["held by the policy"] * 10
     # its last decision before the snapshot (what the snapshot turn's own end decided is after the memory was measured)
     saves = {"rc8": "~69,586 over the 19 requests the session is expected to make yet, costs ~107,990",
-             "v021": "~38,237 over the 19 requests the session is expected to make yet, costs ~92,274"}[host_runtime.host]
+             "v021": "~38,237 over the 19 requests the session is expected to make yet, costs ~90,330"}[host_runtime.host]
     assert memory["protocol"]["raw"][-1]["why"] == f"held by the policy: saves {saves} (cached-token units)"
     assert memory["protocol"]["refusals"] == {}  # the worker kept the screenshot's image marker
     # scripted answerer and judge: exact scores; every planted fact is in the log, found by search
@@ -105,8 +105,11 @@ def test_the_whole_scripted_suite(v021, tm_cli, tmp_path):
     assert overall["stock"]["probe_scores"] == {"recall": 0.25, "artifact": 2.68, "continuation": 2.5, "decision": 1.11,
                                                 "overall": 1.34}
     assert overall["turn-memory"]["probe_scores"] == {"recall": 0.22, "artifact": 2.32, "continuation": 3.33,
-                                                      "decision": 0.56, "overall": 1.21}
-    assert (overall["stock"]["facts_on_surface"], overall["turn-memory"]["facts_on_surface"]) == (38, 36)
+                                                      "decision": 0.28, "overall": 1.13}
+    # (34, decision 0.28: `turns.horizonTurns` gives a tool session's early turns their worker at once, and the
+    # scripted worker keeps only a turn's request and last answer, so two facts the policy used to hold raw left
+    # the surface, and with them the decision probes' score halved; the history search below still finds every fact)
+    assert (overall["stock"]["facts_on_surface"], overall["turn-memory"]["facts_on_surface"]) == (38, 34)
     # what the history search adds, apart
     assert overall["turn-memory"]["probe_scores_with_history"] == {"recall": 5.0, "artifact": 5.0, "continuation": 5.0,
                                                                    "decision": 4.44, "overall": 4.84}

@@ -170,7 +170,7 @@ class TurnConfig(_Section):
         "where that is more than as many requests again as it made so far (0: only that Lindy estimate)"))
     horizonRequests: int = Field(0, ge=0, description=(
         "the `value` policy's and background checkpoints' horizon: agent requests a session that has used a tool "
-        "is expected to make beyond as many again as it made so far (0: only that Lindy estimate)"))
+        "is expected to make beyond the estimate above (`turns.horizonTurns`, or as many again as it made so far)"))
     minTurnTokens: int = Field(600, ge=0, description=(
         "turns smaller than this together (DSH's token estimate of their surface nodes) never get a worker: "
         "they are held, raw and pending, until later turns join them (0: every turn the model answered gets "

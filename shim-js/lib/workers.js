@@ -146,8 +146,8 @@ export class Workers {
     let run;
     let release = () => {};
     try {
-      // how long the host took to start the child: a fork copies the parent's whole log on
-      // this thread first, and the engine stops forking (`turns.workerStart=fork`) once that would stall the agent
+      // how long the host took to start the child: a fork (`turns.workerStart=fork`) copies the
+      // parent's whole log on this thread first, and the engine stops forking once that would stall the agent
       const began = performance.now();
       if (typeof subagents.startActivation === 'function') {
         // 0.2: a one-shot child whose result comes back to us, not into the parent's inbox,

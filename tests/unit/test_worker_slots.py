@@ -5,6 +5,7 @@ ours fill it."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -35,7 +36,7 @@ class ConcurrentPort:
         return WorkerRunResult(stop="concluded", requests=1)
 
 
-def test_a_sessions_workers_never_run_more_at_once_than_its_share_of_the_hosts_slots():
+def test_a_sessions_workers_never_run_more_at_once_than_its_share_of_the_hosts_slots(caplog):
     assert EngineConfig().maxActiveWorkers == 4  # half of DSH 0.2's default pool of 8
     shared = session()
     shared.worker_slots.limit = 2
@@ -46,8 +47,12 @@ def test_a_sessions_workers_never_run_more_at_once_than_its_share_of_the_hosts_s
             port.runs[f"j{k}"] = WorkerRun.start(shared, port, f"j{k}", spec())  # type: ignore[arg-type]
         return await asyncio.gather(*(run.until_finished(Task()) for run in port.runs.values()))
 
-    assert asyncio.run(five_jobs()) == [None] * 5  # every job finished, two at a time
+    with caplog.at_level(logging.INFO, logger="test"):
+        assert asyncio.run(five_jobs()) == [None] * 5  # every job finished, two at a time
     assert port.peak == 2 and shared.worker_slots.running == 0
+    waited = [r.getMessage() for r in caplog.records if "maxActiveWorkers" in r.getMessage()]
+    assert waited == ["session s turn 4: 2 workers of the session are running (maxActiveWorkers); waiting for one "
+                      "to end"] * 3
 
 
 def test_a_job_that_waits_past_its_deadline_for_a_slot_gives_up_and_starts_no_worker():

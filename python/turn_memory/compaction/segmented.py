@@ -3,8 +3,8 @@
 The selected span is split into segments of complete turns. Workers process them in order,
 each editing the host-owned working checkpoint through the session tools: every segment is
 one finish of the compaction's worker run (`runtime.worker_run`): fresh spawns that get the
-segment's text in their prompt. Each segment has its own budget of consecutive workers without progress and its own
-worker cap; the whole compaction is bounded by `compaction.maxJobRequests` model requests
+segment's text in their prompt. Each segment has its own budget of consecutive workers
+without progress and its own worker cap; the whole compaction is bounded by `compaction.maxJobRequests` model requests
 and `compaction.jobTimeoutS` seconds over all its workers. One log line reports the job: its
 workers, model requests, time and outcome. Nothing touches the session here: the finished
 checkpoint is returned for the caller's single transaction.

@@ -5,9 +5,11 @@ works toward one finish at a time (`until_finished`: a turn batch's rewrite, or 
 of a checkpoint): workers start one after another, each a fresh spawn that starts from the
 working surface; with `turns.workerStart=fork` (`RunSpec.forks`) a turn's first is a fork of
 the parent agent (it has the history in context) until the session's log makes a fork's
-start stall the agent (`runtime.fork_cost`). A worker progressed only when it left the working surface in a shape never seen at
-a worker boundary of this finish before and not one a finish was refused on (restating the
-same nodes, or repeating a refused rewrite, is no progress). A finish is given up after
+start stall the agent (`runtime.fork_cost`). At most `maxActiveWorkers` of a session's
+workers run at once (`runtime.worker_slots`). A worker progressed only when it left the
+working surface in a shape never seen at a worker boundary of this finish before and not one
+a finish was refused on (restating the same nodes, or repeating a refused rewrite, is no
+progress). A finish is given up after
 `workerAttempts` consecutive workers without progress, or `maxWorkers` workers; the whole job
 is bounded by `maxJobRequests` model requests and `jobTimeoutS` seconds over all its workers,
 besides each worker's own request and time bounds.
@@ -207,7 +209,7 @@ class WorkerRun:
         self._task, self._finished = task, False
         seen = {task.shape()}
         no_progress = started = 0
-        waited_for_slot = False
+        waited_for_slot = said_full = False
         while True:
             if no_progress >= bounds.workerAttempts:
                 return GaveUp(Bound.NO_PROGRESS, f"{no_progress} consecutive workers made no progress")
@@ -227,7 +229,12 @@ class WorkerRun:
                 return GaveUp(Bound.SESSION, "the session stopped compressing: its workers keep failing "
                                              f"({spec.section}.failingRequests, {spec.section}.failingJobs)")
             # the session's share of the host's child slots (`maxActiveWorkers`): wait for one
-            if not await self.session.worker_slots.acquire(left):
+            slots = self.session.worker_slots
+            if slots.running >= slots.limit and not said_full:
+                said_full = True
+                spec.log.info("%s: %d workers of the session are running (maxActiveWorkers); waiting for one to end",
+                              task.where, slots.running)
+            if not await slots.acquire(left):
                 if self.allowance is not None:
                     self.allowance.used(granted, 0)
                 return GaveUp(Bound.DEADLINE, f"{bounds.jobTimeoutS:.0f}s, the {spec.job_noun}'s wall-clock budget "

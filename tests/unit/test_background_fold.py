@@ -8,10 +8,12 @@ import asyncio
 import copy
 from typing import Any, Awaitable
 
+import pytest
+
 from engine_harness import EngineHarness
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
-from test_compaction_service import AGENT, FOLD, Meter, grow, starts
+from test_compaction_service import AGENT, FOLD, Meter, grow, next_turn, starts
 from turn_memory.compaction.fold_value import FoldFacts, background_span, checkpoint_estimate, fold_price
 from turn_memory.compaction.policy import surface_prices
 from turn_memory.compaction.scope import CompactionScope
@@ -91,6 +93,49 @@ def test_a_fold_that_pays_runs_while_the_step_goes_on_and_lands_at_a_later_step(
     kept = host.log.nodes[1:]
     assert kept == nodes[len(nodes) - len(kept):] and len(started) == 1
     assert {host.log.index.origins[s][1] for s in tx[1]["data"]["shadowedSeqs"]} == set(range(1, TURNS - 1))  # a 2,000-token tail keeps turns 11 and 12
+
+
+class InFlight:
+    """The turn rewrites the service sees in flight (a test lands them by clearing the set)."""
+
+    def __init__(self, turns: set[int]) -> None:
+        self.turns = turns
+
+    def busy_turns(self, session: Any) -> set[int]:
+        return set(self.turns)
+
+    def ready_within(self, session: Any, seqs: Any) -> dict[int, Any]:
+        return {}
+
+    def folded(self, session: Any, turns: Any, checkpoint_seq: int) -> None:
+        pass
+
+
+@pytest.mark.parametrize("lands", [True, False], ids=["it-lands", "it-never-lands"])
+def test_a_ready_fold_commits_with_the_turn_rewrite_in_flight_or_at_the_latest_in_the_next_turn(lands):
+    """One cache break instead of two: the checkpoint waits for the pre-step where the rewrite
+    of turn 12 lands; a rewrite that never lands holds it only until the next turn."""
+    host = host_with_turns()
+    service, meter = EngineHarness().compaction, Meter(host)
+    attach_workers(host, service, [WorkerScript(FOLD)])
+    rewrites = InFlight({TURNS})
+    scope = CompactionScope(host.session, host, CFG, AGENT, service.workers, turns=rewrites)  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        await service.pre_step(scope, OPEN, meter)
+        assert await service.folds.wait(host.session.id, 5)
+        await service.pre_step(scope, OPEN, meter)  # ready, but turn 12's rewrite is in flight
+        assert starts(host) == []
+        if lands:
+            rewrites.turns.clear()  # it landed at this pre-step, before the compaction's turn
+            await service.pre_step(scope, OPEN, meter)
+        else:
+            next_turn(host, OPEN)
+            await service.pre_step(scope, OPEN + 1, meter)
+
+    run(scenario())
+    (start,) = starts(host)
+    assert start["data"]["turn"] == (OPEN if lands else OPEN + 1)
 
 
 def test_a_step_that_reaches_the_threshold_first_waits_for_the_fold_in_flight_and_starts_no_other():

@@ -5,7 +5,8 @@ content while the agent's steps go on; nothing is appended until it is done. A l
 pre-step then commits it as one ordinary transaction (compaction/start, summary,
 replacement, end, with no model work between them), provided its span is still on the
 surface as it was read; if anything moved it, the result is dropped and nothing was
-appended. A step waits for a fold in flight only when the session reaches the compaction
+appended. While a turn's rewrite is in flight the commit waits for the pre-step where it
+lands, for one cache break instead of two, but never past the next turn (`commits_now`). A step waits for a fold in flight only when the session reaches the compaction
 threshold before it is ready (`CompactionService`).
 """
 
@@ -30,6 +31,8 @@ class BackgroundFold:
     turn: int
     task: "asyncio.Task[tx_.Summary]"
     started: float = field(default_factory=time.monotonic)
+    #: the turn whose pre-step first found it ready (None: not yet)
+    ready_turn: int | None = None
 
     @property
     def ready(self) -> bool:
@@ -53,6 +56,18 @@ class BackgroundFolds:
                                                       name=f"background fold {scope.session.id}")
         fold = self._folds[scope.session.id] = BackgroundFold(selection, turn, task)
         return fold
+
+    def commits_now(self, session_id: str, turn: int, rewrites_in_flight: bool) -> bool:
+        """Whether the session's finished fold commits at this pre-step of `turn`: when no turn
+        rewrite is in flight (at the pre-step where the last one landed, the next request
+        re-reads what follows the checkpoint once for both), else from the turn after the one
+        it was ready in."""
+        fold = self._folds.get(session_id)
+        if fold is None or not fold.ready:
+            return False
+        if fold.ready_turn is None:
+            fold.ready_turn = turn
+        return not rewrites_in_flight or turn > fold.ready_turn
 
     def take(self, session_id: str) -> tuple[BackgroundFold, tx_.Summary] | None:
         """The session's finished fold and its checkpoint, removed; None while none is ready. A

@@ -14,8 +14,9 @@ no new one starting), measuring again if that changed the surface. Passes repeat
 still over the threshold, bounded; a result that does not shrink is never committed.
 
 Background (`compaction.background`): after pressure, once per turn, a fold that pays for
-itself (`compaction.fold_value`) starts in the background; the next pre-step after it is done
-commits it. A step waits for it only when the threshold is reached first
+itself (`compaction.fold_value`) starts in the background; once it is done, it commits at the
+pre-step where no turn rewrite is in flight any more (one cache break for a landing and the
+checkpoint), or at the latest in the next turn (`BackgroundFolds.commits_now`). A step waits for it only when the threshold is reached first
 (docs/decisions.md#a-checkpoint-is-folded-in-the-background-when-it-pays).
 
 Overflow: the first CONTEXT_WINDOW_EXCEEDED of a turn runs one compaction (inside the same
@@ -145,7 +146,8 @@ class CompactionService:
         window = self.window(session)
         if not window:
             return  # no routed request yet: nothing to measure against
-        await self._land_background(scope, turn)
+        if self.folds.commits_now(session.id, turn, bool(scope.busy_turns())):
+            await self._land_background(scope, turn)
         async with AsyncExitStack() as barrier:
             await self._pressure(scope, turn, measurer, window, barrier)
         if cfg.background and not session.job_lock.locked():

@@ -118,12 +118,15 @@ def test_turns_queued_behind_a_slow_worker_are_compressed_by_one_worker_and_each
     def respond(request):
         if request.kind != "turn" or not is_worker(request):
             return None
-        return {**fold(request), "delay_ms": 1500}
+        return {**fold(request), "delay_ms": 4000}
 
     fake.responder = respond
     tasks = [tool_turn(fake, k) for k in range(1, 4)]
     fake.add_rule({"last_user_contains": "Last task:", "tools_exclude": "replace_turn_nodes"}, reply="All done. LAST")
-    run = home.run([*tasks, {"sleepMs": 6000}, "Last task: sum up."], timeout=120,
+    # turn 1's worker starts before turn 2 does (a loaded machine could otherwise start it only
+    # once turns 2 and 3 had ended, and one worker would take all three), and is still busy when
+    # they end; the backlog's worker is done before the last task
+    run = home.run([tasks[0], {"sleepMs": 1000}, *tasks[1:], {"sleepMs": 10000}, "Last task: sum up."], timeout=120,
                    # the default batch (the template sets 1); one worker slot: the turns that end
                    # while it is busy form the backlog (with the default three, each would get its own)
                    engine_overrides={"turns": {"batchTurns": 4, "concurrentJobs": 1}})

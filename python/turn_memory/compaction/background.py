@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.scope import CompactionScope
@@ -57,7 +58,7 @@ class BackgroundFolds:
         fold = self._folds[scope.session.id] = BackgroundFold(selection, turn, task)
         return fold
 
-    def commits_now(self, session_id: str, turn: int, rewrites_in_flight: bool) -> bool:
+    def commits_now(self, session_id: str, turn: int, rewrites_in_flight: Callable[[], bool]) -> bool:
         """Whether the session's finished fold commits at this pre-step of `turn`: when no turn
         rewrite is in flight (at the pre-step where the last one landed, the next request
         re-reads what follows the checkpoint once for both), else from the turn after the one
@@ -67,7 +68,7 @@ class BackgroundFolds:
             return False
         if fold.ready_turn is None:
             fold.ready_turn = turn
-        return not rewrites_in_flight or turn > fold.ready_turn
+        return turn > fold.ready_turn or not rewrites_in_flight()
 
     def take(self, session_id: str) -> tuple[BackgroundFold, tx_.Summary] | None:
         """The session's finished fold and its checkpoint, removed; None while none is ready. A

@@ -146,7 +146,8 @@ class CompactionService:
         window = self.window(session)
         if not window:
             return  # no routed request yet: nothing to measure against
-        if self.folds.commits_now(session.id, turn, bool(scope.busy_turns())):
+        # asked only of a finished fold: the turn service's scan stays off every other pre-step
+        if self.folds.commits_now(session.id, turn, lambda: bool(scope.busy_turns())):
             await self._land_background(scope, turn)
         async with AsyncExitStack() as barrier:
             await self._pressure(scope, turn, measurer, window, barrier)

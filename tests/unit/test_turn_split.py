@@ -43,19 +43,38 @@ def test_a_turn_is_cut_only_before_an_assistant_whose_earlier_calls_are_answered
     assert split.split(original_nodes(one_step, nodes), [10, 10, 0, 10, 0], 3) == [(0, 4)]
 
 
-@pytest.mark.parametrize("write, speed, gap, cap, parts", [
-    (2400, 60.0, 27.0, 4, 2),      # 40 s of writing, 27 s turns: two workers
-    (2400, 60.0, 9.0, 4, 4),       # fast turns: capped at turns.maxParts
-    (2400, 60.0, 60.0, 4, 1),      # it fits in one turn
-    (2400, None, 27.0, 4, 1),      # no worker measured yet
-    (2400, 60.0, None, 4, 1),      # no turn interval measured yet
+def test_a_big_result_between_small_steps_gets_a_part_of_its_own():
+    """The turn is ready when its slowest part is: the cuts make the biggest part as small as they
+    can, not each cut the closest to an equal share (that gave 20 / 80 / 40 here, ready at 80)."""
+    log, positions = completed_turn_log(V02, FOUR_STEPS)
+    originals = original_nodes(log, positions)
+    sizes = [0, 0, 0, 20, 0, 60, 0, 20, 0, 40, 0]
+    assert split.split(originals, sizes, 3) == [(0, 3), (4, 5), (6, 10)]  # 20 / 60 / 60
+
+
+@pytest.mark.parametrize("rewritable, share, speed, gap, cap, expected", [
+    (8000, 0.3, 60.0, 27.0, 4, split.Budget(4, 5400.0)),  # 40 s of writing, 27 s turns: each part ~27 s
+    (8000, 0.3, 60.0, 60.0, 4, None),    # it fits in one turn
+    (8000, 0.3, None, 27.0, 4, None),    # no worker measured yet
+    (8000, 0.3, 60.0, None, 4, None),    # no turn interval measured yet
+    (8000, 0.3, 60.0, 9.0, 2, split.Budget(2, 1800.0)),  # turns.maxParts
     # a small rewrite measured slow (its workers' time is mostly the host starting them): more
     # workers would not shorten it, so each part writes at least split.MIN_PART_TOKENS (bench/soak.py)
-    (117, 6.0, 4.0, 4, 1),
-    (1200, 6.0, 4.0, 4, 2),
+    (390, 0.3, 6.0, 4.0, 4, None),
+    (4000, 0.3, 6.0, 4.0, 4, split.Budget(2, 80.0)),
 ])
-def test_the_number_of_workers_follows_the_measured_speed_and_pace(write, speed, gap, cap, parts):
-    assert split.parts_needed(write, speed, gap, cap) == parts
+def test_what_each_worker_may_take_follows_the_measured_speed_and_pace(rewritable, share, speed, gap, cap, expected):
+    assert split.budget(rewritable, share, speed, gap, cap) == expected
+
+
+def test_a_turn_gets_the_fewest_workers_whose_biggest_part_is_ready_in_time():
+    log, positions = completed_turn_log(V02, FOUR_STEPS)
+    originals = original_nodes(log, positions)
+    sizes = [10] * 11
+    assert split.plan(originals, sizes, split.Budget(4, 60)) == [(0, 5), (6, 10)]  # 60 / 50
+    assert split.plan(originals, sizes, split.Budget(4, 45)) == [(0, 3), (4, 7), (8, 10)]  # 40 / 40 / 30
+    assert split.plan(originals, sizes, split.Budget(4, 10)) == [(0, 3), (4, 5), (6, 7), (8, 10)]  # none fits: all 4
+    assert split.plan(originals, sizes, split.Budget(2, 10)) == [(0, 5), (6, 10)]
 
 
 def test_the_pace_is_the_median_of_the_recent_gaps_between_turn_ends():

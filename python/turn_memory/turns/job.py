@@ -84,8 +84,9 @@ class TurnJob:
     #: kept apart from its own `compression`: a leader restored from its sidecar lands with
     #: its own provenance while it runs
     _batch: BatchRun | SplitRun | None = None
-    #: workers that rewrite this turn in parallel, each a part (`turns.split`; set at dispatch)
-    parts: int = 1
+    #: a turn too big for one worker in time: what each of its parallel workers may take
+    #: (`turns.split`; set at dispatch); None: one worker
+    budget: split.Budget | None = None
     #: (tokens the workers wrote, seconds of worker time) once they finished: the session's worker speed
     pace: tuple[int, float] | None = None
     #: what the session lets its workers spend (`turns.breaker`; set at dispatch)
@@ -263,12 +264,12 @@ class TurnJob:
 
     def _start_run(self, work: list[tuple["TurnJob", Compression]]) -> BatchRun | SplitRun:
         """One worker run for the batch, or, for one turn given several parts, a run per part."""
-        if len(work) == 1 and self.parts > 1:
+        if len(work) == 1 and self.budget is not None:
             job, c = work[0]
             log_ = job.session.log
             sizes = [0 if c.editor.keep_assistants and o.role == "assistant" else log_.price(o.seq) or 0
                      for o in c.editor.originals]
-            scopes = split.split(c.editor.originals, sizes, self.parts)
+            scopes = split.plan(c.editor.originals, sizes, self.budget)
             if len(scopes) > 1:
                 log.info("%s: %d workers at once, one per part (positions %s)", job.where, len(scopes),
                          ", ".join(f"{a + 1}-{b + 1}" for a, b in scopes))

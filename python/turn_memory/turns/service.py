@@ -147,7 +147,7 @@ class SessionTurns:
         and is reported, on its own. Returns when every turn is ready; landings wait in `jobs`."""
         job, *batch = [self.jobs[t] for t in turns]
         if not batch:
-            job.parts = self._parts(job)
+            job.budget = self._budget(job)
         job.allowance = self.breaker
         try:
             await job.run(batch)
@@ -177,12 +177,13 @@ class SessionTurns:
         self.breaker.max_requests, self.breaker.max_failed_jobs = config.turns.failingRequests, config.turns.failingJobs
         self.config = config
 
-    def _parts(self, job: TurnJob) -> int:
-        """Workers for one turn: as many as its expected rewrite needs to be ready within one of
-        the session's turns, at the speed its workers wrote so far (`turns.maxParts` at most)."""
+    def _budget(self, job: TurnJob) -> split.Budget | None:
+        """What each worker of a big turn may take so that its part is ready within one of the
+        session's turns, at the speed its workers wrote so far (`turns.maxParts` parts at most);
+        None: one worker."""
         facts = self._facts(job.session, job.turn)
         if facts.tokens - facts.fixed < self.config.turns.batchTokens:
-            return 1  # not a big turn (`turns.batchTokens`): a request's own latency outweighs any split
+            return None  # not a big turn (`turns.batchTokens`): a request's own latency outweighs any split
         raw, kept = self.kept
         share = kept / raw if raw else eligibility.KEEP_PRIOR
         written, seconds = self.pace
@@ -190,12 +191,13 @@ class SessionTurns:
         speed = written / seconds if seconds else split.model_speed(job.session.log.events, job.session.log.price)
         # the session's pace: the gap between its turn ends, or before two ended, this turn's own length
         pace = split.turn_seconds(self.turn_ends) or split.turn_duration(job.session.log.events, job.turn)
-        parts = split.parts_needed(share * max(0, facts.tokens - facts.fixed), speed, pace, self.config.turns.maxParts)
-        if parts > 1:
+        within = split.budget(max(0, facts.tokens - facts.fixed), share, speed, pace, self.config.turns.maxParts)
+        if within is not None:
             log.info("session %s turn %d: ~%d tokens to write at ~%.0f tokens/s per worker (%s), turns ~%.0fs apart: "
-                     "%d workers", self.id, job.turn, share * (facts.tokens - facts.fixed), speed or 0,
-                     "its workers so far" if seconds else "the session's model", pace or 0, parts)
-        return parts
+                     "up to %d workers, each on at most ~%d of its tokens", self.id, job.turn,
+                     share * (facts.tokens - facts.fixed), speed or 0,
+                     "its workers so far" if seconds else "the session's model", pace or 0, within.most, within.tokens)
+        return within
 
     def stop(self, turn: int, reason: str) -> None:
         job = self.jobs.get(turn)

@@ -3,16 +3,18 @@
 
 Pure. A worker writes at a speed the session measures (tokens it wrote per second of its run);
 when what one turn's rewrite is expected to write takes longer than the session's turns do
-(the time between two turn ends), the turn is cut into parts and each part gets a worker of
-its own, in parallel; the parts land together, as one turn. Cuts fall only before an
+(the time between two turn ends), the turn is cut into the fewest parts whose biggest one
+worker writes in time, and each part gets a worker of its own, in parallel; the parts land
+together, as one turn. Cuts fall only before an
 assistant node whose earlier tool calls are all answered, so every part holds whole steps
 and each worker's edits stay valid on their own.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 import statistics
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from turn_memory.turns.nodes import OriginalNode
@@ -35,18 +37,12 @@ def cut_points(originals: Sequence[OriginalNode]) -> list[int]:
 
 def split(originals: Sequence[OriginalNode], sizes: Sequence[int], parts: int) -> list[tuple[int, int]]:
     """`parts` contiguous ranges of positions [first, last] (fewer where the turn has fewer
-    cut points), each about an equal share of `sizes` (tokens a worker may rewrite, per position)."""
+    cut points) whose biggest holds as little of `sizes` (tokens a worker may rewrite, per
+    position) as the cut points allow: the turn is ready when its slowest part is."""
     points = cut_points(originals)
     parts = max(1, min(parts, len(points) + 1))
     total = sum(sizes)
-    before = {i: sum(sizes[:i]) for i in points}  # tokens ahead of each cut
-    starts = [0]
-    for j in range(1, parts):
-        # the cut nearest to j/parts of the turn, after the previous one, leaving one cut per later part
-        left = [i for i in points if i > starts[-1]][:len(points) - (parts - 1 - j)]
-        if not left:
-            break
-        starts.append(min(left, key=lambda i: abs(before[i] - total * j / parts)))
+    starts = _balanced(points, sizes, parts)
     # a part with less than half an equal share (nothing to rewrite, or a short answer after one
     # big result) joins the part before it: its worker's own request would cost more than it saves
     bounds = [*starts, len(sizes)]
@@ -54,6 +50,62 @@ def split(originals: Sequence[OriginalNode], sizes: Sequence[int], parts: int) -
     starts = [s for k, s in enumerate(starts) if k == 0 or (total > 0 and sum(list(sizes)[s:bounds[k + 1]]) >= floor)]
     ends = [s - 1 for s in starts[1:]] + [len(originals) - 1]
     return list(zip(starts, ends))
+
+
+def _balanced(points: Sequence[int], sizes: Sequence[int], parts: int) -> list[int]:
+    """The starts of `parts` parts (0 and `parts - 1` of `points`) with the smallest biggest
+    part; among those, the most even (least sum of squared sizes)."""
+    prefix = [0]
+    for size in sizes:
+        prefix.append(prefix[-1] + size)
+    starts, end = [0, *points], len(sizes)
+
+    @functools.cache
+    def best(i: int, left: int) -> tuple[int, int, tuple[int, ...]]:
+        """(biggest, squares, starts) for `left` parts from starts[i] to the end."""
+        if left == 1:
+            size = prefix[end] - prefix[starts[i]]
+            return size, size * size, (starts[i],)
+        options = []
+        for k in range(i + 1, len(starts) - left + 2):  # the next part's start, leaving one per later part
+            size = prefix[starts[k]] - prefix[starts[i]]
+            biggest, squares, rest = best(k, left - 1)
+            options.append((max(size, biggest), squares + size * size, (starts[i], *rest)))
+        return min(options)
+
+    return list(best(0, parts)[2])
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A turn too big for one worker in time: each part should hold at most `tokens` of what a
+    worker may rewrite (what one worker writes within one of the session's turns, at the
+    session's share kept), with at most `most` parts."""
+    most: int
+    tokens: float
+
+
+def budget(rewritable: float, share: float, speed: float | None, turn_seconds: float | None, cap: int) -> Budget | None:
+    """None while one worker will do: its rewrite (`share` of the turn's `rewritable` tokens)
+    is written within one turn's time at `speed` (tokens/s), or the session has not measured
+    its speed and pace yet, or parts would write less than `MIN_PART_TOKENS` each."""
+    if not speed or not turn_seconds or speed <= 0 or turn_seconds <= 0 or share <= 0:
+        return None
+    write = share * rewritable
+    most = min(cap, int(write // MIN_PART_TOKENS))
+    if most < 2 or write / speed <= turn_seconds:
+        return None
+    return Budget(most, speed * turn_seconds / share)
+
+
+def plan(originals: Sequence[OriginalNode], sizes: Sequence[int], within: Budget) -> list[tuple[int, int]]:
+    """The fewest parts whose biggest fits `within.tokens` (every worker ready within one turn's
+    time), or `within.most` parts where none does."""
+    for parts in range(2, within.most):
+        scopes = split(originals, sizes, parts)
+        if max(sum(sizes[a:b + 1]) for a, b in scopes) <= within.tokens:
+            return scopes
+    return split(originals, sizes, within.most)
 
 
 def model_speed(events: Sequence[dict[str, Any]], price: Callable[[int], int | None], recent: int = 20) -> float | None:
@@ -84,16 +136,6 @@ def model_speed(events: Sequence[dict[str, Any]], price: Callable[[int], int | N
 #: (bench/soak.py: ~120-token rewrites measured at ~6 tokens/s per worker, split three ways at
 #: every turn, held the next turn's first step 1-5 s on 0.2 late in a 300-turn session)
 MIN_PART_TOKENS = 500
-
-
-def parts_needed(write_tokens: float, speed: float | None, turn_seconds: float | None, cap: int) -> int:
-    """Workers one turn needs so that its rewrite is ready within one turn's time: 1 until the
-    session measured both how fast its workers write (tokens/s) and how long its turns take,
-    and never so many that a part writes less than `MIN_PART_TOKENS`."""
-    if not speed or not turn_seconds or speed <= 0 or turn_seconds <= 0:
-        return 1
-    worth = int(write_tokens // MIN_PART_TOKENS)
-    return max(1, min(cap, worth, math.ceil(write_tokens / speed / turn_seconds)))
 
 
 def turn_duration(events: Sequence[dict[str, Any]], turn: int) -> float | None:

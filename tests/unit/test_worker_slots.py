@@ -13,6 +13,7 @@ from typing import Any
 from turn_memory.bridge.protocol import WorkerRunResult
 from turn_memory.config import EngineConfig
 from turn_memory.runtime.worker_run import Bound, WorkerRun
+from turn_memory.runtime.worker_slots import WorkerSlots
 
 from test_worker_run_accounting import Task, session, spec
 
@@ -71,3 +72,40 @@ def test_a_job_that_waits_past_its_deadline_for_a_slot_gives_up_and_starts_no_wo
     assert gave_up.reason == ("0s, the job's wall-clock budget (turns.jobTimeoutS), waiting for a free worker slot "
                               "(maxActiveWorkers)")
     assert port.runs["short"].workers == [] and port.peak == 1 and shared.worker_slots.running == 0
+
+
+def test_a_turns_worker_takes_the_next_free_slot_before_a_checkpoints_worker_that_waited_longer():
+    """A turn rewrite is due at the next turns; a checkpoint only once the window fills."""
+    slots = WorkerSlots(limit=1)
+    order: list[str] = []
+
+    async def take(name: str, yields: bool, timeout: float = 1.0) -> None:
+        if await slots.acquire(timeout, yields):
+            order.append(name)
+            await asyncio.sleep(0.01)
+            await slots.release()
+        else:
+            order.append(f"{name} gave up")
+
+    async def scenario() -> None:
+        await slots.acquire(1.0)  # a worker runs
+        fold = asyncio.create_task(take("fold", yields=True))
+        await asyncio.sleep(0.01)
+        turn = asyncio.create_task(take("turn", yields=False))
+        short = asyncio.create_task(take("late turn", yields=False, timeout=0.01))
+        await asyncio.sleep(0.05)
+        assert order == ["late turn gave up"]  # no slot came free in its time; the fold still waits
+        await slots.release()
+        await asyncio.gather(fold, turn, short)
+
+    asyncio.run(asyncio.wait_for(scenario(), 5))
+    assert order == ["late turn gave up", "turn", "fold"] and slots.running == 0
+
+
+def test_a_checkpoints_worker_takes_a_free_slot_when_no_turn_worker_waits():
+    slots = WorkerSlots(limit=2)
+
+    async def scenario() -> bool:
+        return await slots.acquire(0.0, yields=True)
+
+    assert asyncio.run(scenario()) and slots.running == 1

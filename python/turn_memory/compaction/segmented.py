@@ -139,9 +139,9 @@ def render_transcript(editor: SessionMemoryEditor) -> str:
 
 def run_spec(config: CompactionConfig) -> RunSpec:
     """How a compaction's workers run: bounded by `compaction.*`, segment workers, its logger
-    (reads the persona and tool prompts: raises PromptError)."""
+    (reads the persona and tool prompts: raises PromptError); they let a turn's workers go first."""
     return RunSpec(section="compaction", job_noun="compaction", worker_prefix="c", bounds=config,
-                   persona=segment_prompt.persona(), tools=segment_prompt.worker_tool_specs(), log=log)
+                   persona=segment_prompt.persona(), tools=segment_prompt.worker_tool_specs(), log=log, yields=True)
 
 
 @dataclass

@@ -73,6 +73,8 @@ class RunSpec:
     #: whether a job's first worker may fork the agent (`turns.workerStart`); a spawn's task
     #: carries the text it works on, a turn's or a segment's
     forks: bool = False
+    #: whether its workers let other waiting workers take a free slot first (`runtime.worker_slots`)
+    yields: bool = False
 
 
 class Bound(Enum):
@@ -234,7 +236,7 @@ class WorkerRun:
                 said_full = True
                 spec.log.info("%s: %d workers of the session are running (maxActiveWorkers); waiting for one to end",
                               task.where, slots.running)
-            if not await slots.acquire(left):
+            if not await slots.acquire(left, spec.yields):
                 if self.allowance is not None:
                     self.allowance.used(granted, 0)
                 return GaveUp(Bound.DEADLINE, f"{bounds.jobTimeoutS:.0f}s, the {spec.job_noun}'s wall-clock budget "

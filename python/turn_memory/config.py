@@ -134,7 +134,7 @@ class TurnConfig(_Section):
         "`/compact`, a config change or a new DSH process"))
     failingJobs: int = Field(3, ge=1, description=(
         "compressions in a row that gave up before a session stops compressing (as `turns.failingRequests`)"))
-    maxParts: int = Field(4, ge=1, le=16, description=(
+    maxParts: int = Field(6, ge=1, le=16, description=(
         "at most this many workers rewrite one big turn (what a worker may rewrite of it at least "
         "`turns.batchTokens`) at once, each a part of it (whole steps), when one worker would not finish within "
         "the time the session's turns take (at the speed its workers, or before them its model, wrote so far); "
@@ -290,11 +290,11 @@ class EngineConfig(_Section):
     compaction: CompactionConfig = Field(default_factory=CompactionConfig)
     sessionHistory: SessionHistoryConfig = Field(default_factory=SessionHistoryConfig)
     hostCallTimeoutS: float = Field(30.0, gt=0, description="engine→shim call timeout (apply, flush, measure)")
-    maxActiveWorkers: int = Field(4, ge=1, description=(
+    maxActiveWorkers: int = Field(6, ge=1, description=(
         "turn-memory workers of one session running at once, turn and compaction workers together; a worker "
         "over it waits for one to end. DSH 0.2 starts them from the session's own pool of subagent slots "
         "(`maxActiveSubagents`, 8 by default) and refuses the agent's own subagents once it is full, so this "
-        "leaves the rest of the pool to the agent"))
+        "leaves the rest of the pool to the agent: lower it where the agent runs more than two subagents at once"))
 
 
 # ---- keys ---------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ class ConcurrentPort:
 
 
 def test_a_sessions_workers_never_run_more_at_once_than_its_share_of_the_hosts_slots(caplog):
-    assert EngineConfig().maxActiveWorkers == 4  # half of DSH 0.2's default pool of 8
+    assert EngineConfig().maxActiveWorkers == 6  # of DSH 0.2's default pool of 8: two stay the agent's
     shared = session()
     shared.worker_slots.limit = 2
     port = ConcurrentPort(0.02)

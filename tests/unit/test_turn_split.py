@@ -4,6 +4,7 @@ and a split job end to end against the in-memory host (docs/decisions.md#a-turn-
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -50,6 +51,20 @@ def test_a_big_result_between_small_steps_gets_a_part_of_its_own():
     originals = original_nodes(log, positions)
     sizes = [0, 0, 0, 20, 0, 60, 0, 20, 0, 40, 0]
     assert split.split(originals, sizes, 3) == [(0, 3), (4, 5), (6, 10)]  # 20 / 60 / 60
+
+
+def test_the_biggest_part_is_the_smallest_any_cut_gives():
+    """Against every choice of cuts, over sizes that put the big results anywhere."""
+    log, positions = completed_turn_log(V02, FOUR_STEPS)
+    originals = original_nodes(log, positions)
+    points = split.cut_points(originals)
+    for results in itertools.product([0, 10, 40, 90], repeat=4):
+        sizes = [5, 5, 0, results[0], 0, results[1], 0, results[2], 0, results[3], 0]
+        for parts in (2, 3):
+            best = min(max(sum(sizes[a:b]) for a, b in zip((0, *cuts), (*cuts, len(sizes))))
+                       for cuts in itertools.combinations(points, parts - 1))
+            got = split._balanced(points, sizes, parts)
+            assert max(sum(sizes[a:b]) for a, b in zip(got, (*got[1:], len(sizes)))) == best, (sizes, parts, got)
 
 
 @pytest.mark.parametrize("rewritable, share, speed, gap, cap, expected", [

@@ -66,12 +66,16 @@ def _balanced(points: Sequence[int], sizes: Sequence[int], parts: int) -> list[i
         if left == 1:
             size = prefix[end] - prefix[starts[i]]
             return size, size * size, (starts[i],)
-        options = []
+        found: tuple[int, int, tuple[int, ...]] | None = None
         for k in range(i + 1, len(starts) - left + 2):  # the next part's start, leaving one per later part
             size = prefix[starts[k]] - prefix[starts[i]]
+            if found is not None and size > found[0]:
+                break  # a longer first part only makes the biggest bigger
             biggest, squares, rest = best(k, left - 1)
-            options.append((max(size, biggest), squares + size * size, (starts[i], *rest)))
-        return min(options)
+            option = (max(size, biggest), squares + size * size, (starts[i], *rest))
+            found = option if found is None else min(found, option)
+        assert found is not None
+        return found
 
     return list(best(0, parts)[2])
 
@@ -101,11 +105,16 @@ def budget(rewritable: float, share: float, speed: float | None, turn_seconds: f
 def plan(originals: Sequence[OriginalNode], sizes: Sequence[int], within: Budget) -> list[tuple[int, int]]:
     """The fewest parts whose biggest fits `within.tokens` (every worker ready within one turn's
     time), or `within.most` parts where none does."""
-    for parts in range(2, within.most):
-        scopes = split(originals, sizes, parts)
-        if max(sum(sizes[a:b + 1]) for a, b in scopes) <= within.tokens:
-            return scopes
-    return split(originals, sizes, within.most)
+    # the fewest parts that fit: fill each part up to the budget from the turn's start (a step
+    # bigger than the budget alone in its part), then cut that many parts as evenly as the steps allow
+    points = cut_points(originals)
+    parts, held = 1, 0
+    for start, end in zip([0, *points], [*points, len(sizes)]):
+        step = sum(sizes[start:end])
+        if held and held + step > within.tokens:
+            parts, held = parts + 1, 0
+        held += step
+    return split(originals, sizes, max(2, min(parts, within.most)))
 
 
 def model_speed(events: Sequence[dict[str, Any]], price: Callable[[int], int | None], recent: int = 20) -> float | None:

@@ -329,9 +329,12 @@ def processes_under(path: Path) -> list[str]:
 
 def test_ctrl_c_stops_cleanly_with_what_was_measured_and_leaves_no_process(v021, tm_cli, tmp_path):
     work = tmp_path / "work"
+    # Ctrl-C's own disposition, whatever the suite inherited: a suite started as a background job
+    # (`… &` in a script) ignores SIGINT, and so would the eval
     proc = subprocess.Popen([tm_cli, "eval", "--model", "scripted", "--json", "--workdir", str(work),
                              "--scenario", "config-refactor", "--scenario", "dashboard-screenshot"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = work / "dashboard-screenshot-stock.requests.jsonl"
     deadline = time.monotonic() + 300
     while not (log.exists() and len(log.read_text().splitlines()) >= 3):

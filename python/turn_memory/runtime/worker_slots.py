@@ -7,7 +7,8 @@ once it is full (`ACTIVATION_LIMIT_REACHED`). Our workers wait for a slot and st
 agent's own subagent call fails instead. So the engine never runs more than its share of the
 pool, and leaves the rest to the agent. Within it, a turn's workers go ahead of a checkpoint's
 waiting ones: a turn rewrite is due at the next turns, a checkpoint only once the window fills
-(the coding bench's turn 19 waited behind a background fold and stayed raw two turns)."""
+(in the coding bench a background fold's worker, ~35 s, held a slot a split turn's last part
+waited for)."""
 
 from __future__ import annotations
 

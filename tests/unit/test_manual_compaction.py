@@ -340,14 +340,14 @@ def test_the_engine_answers_a_refused_compact_with_the_wire_error():
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_compact_right_at_a_turns_end_waits_for_its_pending_marker_then_commits(dialect, caplog):
-    """Issue 31: `/compact` issued as a turn ends, while that turn's pending marker is on its way
-    to the host (it replaces the turn's first user node), failed with "the selected history
-    changed: span … is no longer contiguous": the barrier read the range before the marker
-    landed. It now waits for the marker, reads the range after it, and commits."""
+def test_compact_right_at_a_turns_end_commits_and_the_folded_turn_owes_no_marker(dialect, caplog):
+    """Issue 31: `/compact` issued as a turn ends used to race that turn's pending marker (it
+    replaces the turn's first user node) and fail with "the selected history changed: span … is
+    no longer contiguous". Nothing lands at turn/end any more: the compaction reads the range as
+    it stays, commits, and the turn it folded owes the log no marker at the next landing point."""
     from engine_harness import EngineHarness
     from fake_host import SESSION
-    from test_turn_jobs import complete_turn, one_turn_host
+    from test_turn_jobs import complete_turn, next_turn_prestep, one_turn_host
     from turn_memory.host.markers import marker_of
     from turn_memory.turns.recovery import turn_nodes
 
@@ -356,34 +356,19 @@ def test_compact_right_at_a_turns_end_waits_for_its_pending_marker_then_commits(
     turns_cfg = EngineConfig.model_validate({"turns": {"minTurnTokens": 0}})
     cfg = EngineConfig.model_validate({"compaction": {"method": "summary", "retainTurns": 0}})
     host.llm_script.append(lambda h: text_reply("SUMMARY of turn 1."))
-    apply, gate, marking, in_order = host.apply, asyncio.Event(), asyncio.Event(), asyncio.Lock()
-
-    async def one_at_a_time(session_id, expect, events, label):
-        """As the shim: plans are applied one at a time, in the order they came; the first, turn
-        1's pending marker, takes its time."""
-        async with in_order:
-            if not marking.is_set():
-                marking.set()
-                await gate.wait()
-            return await apply(session_id, expect, events, label)
-
-    host.apply = one_at_a_time  # type: ignore[method-assign]
 
     async def scenario():
         await complete_turn(host, harness.turns, turns_cfg)
-        await marking.wait()  # turn 1's pending marker is on its way
-        compacting = asyncio.create_task(compact_now(
-            CompactionScope(host.session, host, cfg, AGENT, harness.workers, harness.turns), "cmd-1"))
-        await asyncio.sleep(0.05)
-        gate.set()
-        result = await compacting
+        result = await compact_now(CompactionScope(host.session, host, cfg, AGENT, harness.workers, harness.turns),
+                                   "cmd-1")
         await harness.turns.drained(SESSION, 5)
+        await next_turn_prestep(host, harness.turns, turns_cfg)
         return result
 
     with caplog.at_level("INFO"):
         result = asyncio.run(asyncio.wait_for(scenario(), 10))
     assert result.shadowedSeqs and turn_nodes(host.log, 1) == []  # the checkpoint took the turn
-    (pending,) = [e["seq"] for e in host.log.events if (m := marker_of(e)) and m[0] == "pending"]
-    assert pending in result.shadowedSeqs  # the range was read after the marker landed
+    assert [m for e in host.log.events if (m := marker_of(e)) and m[0] == "pending"] == []
+    assert harness.turns.sessions[SESSION].owed == {}
     assert "no longer contiguous" not in caplog.text
     assert SessionLog(dialect, host.log.events).reload_problems == []

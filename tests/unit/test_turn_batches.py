@@ -161,7 +161,7 @@ def test_a_batch_that_never_finishes_leaves_every_turn_pending_for_the_next_star
 
 
 # -- a batch and the job's reliability (issue 12a): every turn is still its own -------------
-def test_every_batched_turn_is_marked_at_turn_end_kept_in_its_own_sidecar_and_reported(tmp_path, caplog):
+def test_every_batched_turn_is_journaled_at_turn_end_kept_in_its_own_sidecar_and_reported(tmp_path, caplog):
     host, store = backlog_host(), ResultStore(tmp_path / "dsh-home")
     kept: list[list[int]] = []
 
@@ -169,6 +169,7 @@ def test_every_batched_turn_is_marked_at_turn_end_kept_in_its_own_sidecar_and_re
         # finished, not landed yet: each turn's compression is kept on its own, and every
         # batched job left the queue's bookkeeping; the ready ones wait in `jobs`
         kept.append(store.turns(SESSION))
+        assert store.owed(SESSION) == {1: "pending", 2: "pending", 3: "pending"}
         queue = service.sessions[SESSION].queue
         assert queue.pending == queue.running == [] and sorted(service.sessions[SESSION].jobs) == [1, 2, 3]
         assert all(service.job(SESSION, t).compressed for t in (1, 2, 3))
@@ -177,9 +178,9 @@ def test_every_batched_turn_is_marked_at_turn_end_kept_in_its_own_sidecar_and_re
         started = run_backlog(host, config(), [WorkerScript([fold(1), fold(2), fold(3), FINISH])], store,
                               check_ready=while_ready)
     assert len(started) == 1 and kept == [[1, 2, 3]]
-    assert [m for m in marks(host) if m[0] == "pending"] == [("pending", 1), ("pending", 2), ("pending", 3)]
+    assert [m for m in marks(host) if m[0] == "pending"] == []  # each landing came before any marker was due
     assert sorted(landed(host)) == [(1, 1), (2, 1), (3, 1)]
-    assert store.turns(SESSION) == []  # each deleted once its turn landed
+    assert store.turns(SESSION) == [] and store.owed(SESSION) == {}  # each deleted once its turn landed
     for turn in (1, 2, 3):  # one report line per turn, naming its session, turn and batch
         assert f"session {SESSION} turn {turn}: job finished; landing at the next landing point: 1 worker(s) (spawn), " \
                f"4 model request(s)" in caplog.text
@@ -248,7 +249,7 @@ def test_a_turn_restored_from_its_sidecar_never_joins_the_batchs_worker(tmp_path
                                              WorkerScript([])])
     run_ = lambda coro: asyncio.run(asyncio.wait_for(coro, 10))  # noqa: E731
     assert len(started) == 3 and store.turns(SESSION) == [2]
-    assert marks(host) == [("pending", 1), ("pending", 2), ("pending", 3)]
+    assert marks(host) == [] and store.owed(SESSION) == {1: "pending", 2: "pending", 3: "pending"}
 
     second, cfg = EngineHarness().turns, config()
     again = attach_workers(host, second, [WorkerScript([fold(1), fold(3), FINISH])])

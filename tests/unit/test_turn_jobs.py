@@ -68,7 +68,7 @@ def run(coro):
 
 
 @pytest.mark.parametrize("dialect", [RC8, V02], ids=["rc8", "v02"])
-def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialect):
+def test_turn_is_compressed_and_landed_in_the_next_prestep_without_a_pending_marker(dialect):
     # v02 with workers that may rewrite assistants (`turns.assistantNodes=rewrite`: the tail form)
     host, service, cfg = one_turn_host(dialect), EngineHarness().turns, config(assistantNodes="rewrite")
     started = attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
@@ -76,10 +76,10 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
     async def scenario():
         await complete_turn(host, service, cfg)
         await asyncio.sleep(0.05)
-        pending = [marker_of(e) for e in host.log.events if marker_of(e)]
-        assert pending == [("pending", 1)]
-        await service.drained(SESSION, 5)  # ready; it lands at the next pre-step
+        assert marks(host) == [] and owed(service) == {1: "pending"}  # nothing lands at turn/end
+        await service.drained(SESSION, 5)  # ready; it lands at the next pre-step, instead of the marker
         await next_turn_prestep(host, service, cfg)
+        assert owed(service) == {}
 
     run(scenario())
     assert [s["mode"] for s in started] == ["spawn"]
@@ -89,6 +89,7 @@ def test_turn_is_marked_pending_compressed_and_landed_in_the_next_prestep(dialec
     # where turn 1 is still the tail: the user/assistant shape survives (mode 3)
     assert [host.log.message_of(s)["role"] for s in nodes] == ["user", "assistant"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
+    assert ("pending", 1) not in marks(host)  # its landing came first: the log never needed the marker
     if dialect is V02:
         assert host.log.events[host.log.nodes[0]]["type"] == "system/message"  # the head survives
     assert SessionLog(dialect, host.log.events).reload_problems == []  # still reloads
@@ -144,7 +145,10 @@ def test_v02_a_turn_ready_turns_later_lands_in_place_keeping_its_assistants_and_
         await service.drained(SESSION, 5)
         turn2 = [host.log.events[s]["seq"] for s in turn_nodes(host.log, 2)]
         await next_turn_prestep(host, service, cfg, turn=3)
-        assert [host.log.events[s]["seq"] for s in turn_nodes(host.log, 2)] == turn2
+        # turn 2 (no worker for it) gets only the pending marker it owed: its first node
+        after = turn_nodes(host.log, 2)
+        assert [host.log.events[s]["seq"] for s in after[1:]] == turn2[1:]
+        assert marker_of(host.log.events[after[0]]) == ("pending", 2)
 
     before = [e["seq"] for e in host.log.events if e["type"] == "assistant/message"]
     run(scenario())
@@ -185,7 +189,7 @@ def test_v02_a_turn_ready_while_it_still_ends_the_surface_lands_in_place_not_at_
     ours = [e for e in host.log.events[before:] if e["type"] in ("user/message", "assistant/message", "tool/result",
                                                                    "tool/call")]
     assert [(e["type"], e.get("surfaceOp") == "append") for e in ours] == [
-        ("user/message", False), ("user/message", False), ("tool/result", False)]  # pending marker, then the landing
+        ("user/message", False), ("tool/result", False)]  # the landing alone: no pending marker before it
     assert SessionLog(V02, host.log.events).reload_problems == []
 
 
@@ -361,8 +365,7 @@ def test_workers_without_progress_exhaust_the_budget_and_the_turn_stays_raw():
     # each worker was stopped at its request bound, every call refused with a clear error
     assert [len(s.answers) for s in scripts[:2]] == [24, 24]
     assert all(a.is_error and "not valid JSON" in a.text for s in scripts[:2] for a in s.answers)
-    nodes = turn_nodes(host.log, 1)
-    assert nodes[1:] == raw[1:] and marker_of(host.log.events[nodes[0]]) == ("pending", 1)  # only the marker landed
+    assert turn_nodes(host.log, 1) == raw and owed(service) == {1: "pending"}  # nothing landed; it owes its marker
 
 def test_turn_without_assistant_transcript_gets_a_noop_marker_and_no_worker():
     host, service, cfg = FakeHost(RC8, []), EngineHarness().turns, config()
@@ -374,10 +377,12 @@ def test_turn_without_assistant_transcript_gets_a_noop_marker_and_no_worker():
                                           "content": [{"type": "text", "text": "hello?"}]}, surfaceOp="append")
         await complete_turn(host, service, cfg)
         await service.drained(SESSION, 5)
+        assert marks(host) == [] and owed(service) == {1: "no-op"}
+        await next_turn_prestep(host, service, cfg)
 
     run(scenario())
     assert started == []
-    assert [marker_of(e) for e in host.log.events if marker_of(e)] == [("compression", 1)]
+    assert marks(host) == [("compression", 1)] and owed(service) == {}  # its no-op marker, at the next landing point
 
 
 def test_recovery_redoes_pending_turns_once_and_never_marker_free_ones():
@@ -427,7 +432,7 @@ def test_workers_that_always_progress_but_never_finish_are_capped(caplog):
         run(scenario())
     assert len(started) == 3  # progress resets the no-progress budget, never the hard cap
     assert "turn 1: gave up: 3 workers, the cap (turns.maxWorkers)" in caplog.text
-    assert [marker_of(e) for e in host.log.events if marker_of(e)] == [("pending", 1)]
+    assert marks(host) == [] and owed(service) == {1: "pending"}
 
 
 # -- issue 12: nothing lost, nothing paid twice, nothing stuck ------------------------------
@@ -448,6 +453,11 @@ def marks(host: FakeHost) -> list[tuple[str, int]]:
     return [m for e in host.log.events if (m := marker_of(e))]
 
 
+def owed(service: TurnService) -> dict[int, str]:
+    """The markers the session's turns owe the log (`turns.marking`)."""
+    return service.sessions[SESSION].owed
+
+
 def gated(host: FakeHost) -> asyncio.Event:
     """Hold every worker until the returned gate opens."""
     gate, run_worker = asyncio.Event(), host.run_worker
@@ -460,25 +470,37 @@ def gated(host: FakeHost) -> asyncio.Event:
     return gate
 
 
-def test_a_turn_that_ends_while_an_earlier_one_compresses_is_marked_pending_at_once():
-    """The pending marker lands at turn/end, not when the turn's own job starts, so a
-    DSH that stops while turn 1 still compresses can still recover turn 2."""
-    host, service, cfg = one_turn_host(), EngineHarness().turns, config()
-    attach_workers(host, service, [WorkerScript([FOLD, FINISH])])
+def test_a_turn_that_ends_while_an_earlier_one_compresses_is_journaled_at_once(tmp_path):
+    """A turn is journaled at turn/end, not when its own job starts, so a DSH that stops while
+    turn 1 still compresses can still recover turn 2; the log gets no marker after a turn (DSH's
+    Trajectory would open a phantom turn), and the pending marker lands at the next turn's
+    landing point only for the turn whose rewrite is not ready."""
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(concurrentJobs=1)
+    store = ResultStore(tmp_path / "dsh-home")
+    attach_workers(host, service, [WorkerScript([FOLD, FINISH]), WorkerScript([FINISH])])
     gate = gated(host)
 
     async def scenario():
-        await complete_turn(host, service, cfg)  # turn 1: its worker is held
+        host.host_append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        forward(host, cfg, service, results=store)  # turn 1: its worker is held
         await asyncio.sleep(0.05)
         add_raw_turn(host, 2)
-        await complete_turn(host, service, cfg, turn=2)
+        host.host_append("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+        forward(host, cfg, service, results=store)
         await asyncio.sleep(0.05)
-        assert marks(host) == [("pending", 1), ("pending", 2)]  # while turn 1 is still compressing
-        assert turns_to_recover(host.log) == [1, 2]  # what a restart now would redo
+        assert marks(host) == []  # while turn 1 is still compressing
+        assert store.owed(SESSION) == {1: "pending", 2: "pending"}
+        assert turns_to_recover(host.log, owed=store.owed(SESSION)) == [1, 2]  # what a restart now would redo
+        await next_turn_prestep(host, service, cfg, turn=3)
+        # turn 2 waits for a job slot: its marker lands; turn 1's worker reads it: its positions stay
+        assert marks(host) == [("pending", 2)]
+        assert store.owed(SESSION) == {1: "pending"}
         gate.set()
         await service.drained(SESSION, 5)
+        await next_turn_prestep(host, service, cfg, turn=3, step=2)
 
     run(scenario())
+    assert marks(host) == [("pending", 2), ("compression", 1), ("compression", 2)] and store.owed(SESSION) == {}
 
 
 def results_host(tmp_path):
@@ -510,7 +532,7 @@ def test_a_finished_compression_survives_a_restart_and_lands_without_workers(tmp
 
     run(before_the_stop())
     assert len(started) == 1 and store.turns(SESSION) == [1]
-    assert marks(host) == [("pending", 1)]  # DSH stopped before any later turn: not landed
+    assert marks(host) == [] and store.owed(SESSION) == {1: "pending"}  # DSH stopped before any later turn
 
     second = EngineHarness().turns
     again = attach_workers(host, second, [WorkerScript([FOLD, FINISH])])
@@ -527,7 +549,7 @@ def test_a_finished_compression_survives_a_restart_and_lands_without_workers(tmp
     assert [host.log.message_of(s)["role"] for s in nodes] == ["user", "assistant"]
     assert marker_of(host.log.events[nodes[0]]) == ("compression", 1)
     assert "Fixed parse() on empty input." in host.log.message_of(nodes[1])["content"][0]["text"]
-    assert store.turns(SESSION) == []  # deleted once landed
+    assert store.turns(SESSION) == [] and store.owed(SESSION) == {}  # deleted once landed
     assert "restored its finished compression" in caplog.text and "0 model request(s)" in caplog.text
     assert SessionLog(RC8, host.log.events).reload_problems == []
 
@@ -620,7 +642,7 @@ def test_restating_a_refused_rewrite_is_no_progress():
     assert len(started) == 3  # workerAttempts, not maxWorkers
     job_log = [a for s in scripts[:3] for a in s.answers]
     assert sum(1 for a in job_log if a.is_error and "longer than what they replace" in a.text) == 3
-    assert marks(host) == [("pending", 1)]
+    assert marks(host) == [] and owed(service) == {1: "pending"}
 
 
 def test_a_job_stops_at_its_request_budget_even_while_its_workers_progress(caplog):
@@ -639,7 +661,7 @@ def test_a_job_stops_at_its_request_budget_even_while_its_workers_progress(caplo
     assert [s["maxRequests"] for s in started] == [4, 4, 2]
     assert "gave up: 10 model requests, the job's budget (turns.maxJobRequests)" in caplog.text
     assert "3 worker(s) (spawn, spawn, spawn), 10 model request(s)" in caplog.text
-    assert marks(host) == [("pending", 1)]
+    assert marks(host) == [] and owed(service) == {1: "pending"}
 
 
 def test_a_job_stops_at_its_wall_clock_budget():
@@ -659,7 +681,7 @@ def test_a_job_stops_at_its_wall_clock_budget():
 
     run(scenario())
     assert len(timeouts) == 2 and timeouts[0] <= 0.3 and timeouts[1] < 0.2  # the second only got what was left
-    assert marks(host) == [("pending", 1)]
+    assert marks(host) == [] and owed(service) == {1: "pending"}
 
 
 def test_a_finished_job_lands_in_a_session_reopened_in_the_same_process():
@@ -690,11 +712,11 @@ def test_a_landing_that_cannot_happen_now_lands_at_the_next_landing_point():
         host.host_append("turn/start", {"turn": 2})
         host._forward()
         await service.pre_step(host.session, 3, 1, cfg)  # a stale turn number: turn 3 is not open
-        assert marks(host) == [("pending", 1)]
+        assert marks(host) == []
         await service.pre_step(host.session, 2, 1, cfg)
 
     run(scenario())
-    assert marks(host) == [("pending", 1), ("compression", 1)]
+    assert marks(host) == [("compression", 1)]
 
 
 class CountingEvents(list):

@@ -1,25 +1,26 @@
-"""One completed turn's compression: mark pending, prepare, run workers, land.
+"""One completed turn's compression: read it, prepare, run workers, land.
 
-The pending marker lands at `turn/end` (`mark`, started by the turn service as soon as the
-turn is queued), not when the job's turn comes: a turn that ends while an earlier one
-compresses is recoverable at once. `run()` (the queue calls it, oldest turn first) then
-compresses and ends once the landing is ready; the turn service lands it at a later turn's
-landing point. The session is only touched twice: the pending marker, and that landing.
+The turn is read at `turn/end` (`mark`, started by the turn service as soon as the turn is
+queued), not when the job's turn comes; the marker it owes (`turns.marking`) lands at the next
+turn's first landing point unless its rewrite lands there first, and the engine's journal keeps
+it recoverable until then. `run()` (the queue calls it, oldest turn first) then compresses and
+ends once the landing is ready; the turn service lands it at a later turn's landing point. The
+session is touched at most twice: the owed marker, and that landing.
 
-A job is the turn's state from mark to landing; each step lives in the module named for it:
-`marking` (the marker at turn/end), `batch_run` (the worker run, bounded and checked for
+A job is the turn's state from turn/end to landing; each step lives in the module named for it:
+`marking` (what the turn owes), `batch_run` (the worker run, bounded and checked for
 progress by `runtime.worker_run`: `turns.maxJobRequests` model requests and `turns.jobTimeoutS`
 seconds over all its workers), `sidecar` (a finished compression kept across restarts, in
 `turns.results`, so a restart lands it without running workers again) and `landing_check`
 (whether and when it lands). One log line reports each job: its workers, model requests,
 time and outcome.
 
-A turn no worker may rewrite (the model said nothing in it) gets the no-op marker at turn/end
-instead, and no job work; every other turn is marked pending and then held until the
+A turn no worker may rewrite (the model said nothing in it) owes the no-op marker instead,
+and gets no job work; every other turn is pending and then held until the
 compression policy dispatches it (`turns.eligibility`, scheduled by `turns.queue`). A job may
 carry a batch: turns dispatched together (held small turns with a later one, or turns that
 waited for a worker slot). Its workers edit every turn that needs one, each in its own
-editor (ids prefixed with the turn); each turn keeps its own pending marker, sidecar,
+editor (ids prefixed with the turn); each turn keeps its own marker, sidecar,
 landing and report line, exactly as if it had had its own worker. A turn restored from its
 sidecar never joins the batch's worker.
 """
@@ -45,7 +46,7 @@ from turn_memory.turns.batch_run import BatchRun
 from turn_memory.turns.compression import Compression, split_by_host_message, surface_positions
 from turn_memory.turns.editor import TurnNodeEditor
 from turn_memory.turns.lifecycle import Lifecycle, Phase
-from turn_memory.turns.marking import Marked, mark
+from turn_memory.turns.marking import Marked, classify
 from turn_memory.turns.nodes import OriginalNode, original_nodes
 from turn_memory.turns.results import ResultStore
 from turn_memory.turns.split_run import SplitRun
@@ -72,8 +73,10 @@ class TurnJob:
     take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
     #: navigation for every worker's prompt (docs/decisions.md#long-thoughts-get-hints); empty when none came back in time
     hints: list[Hint] = field(default_factory=list)
-    #: the pending-marker task started when the turn was queued
+    #: the task reading the turn, started when it was queued
     marking: "asyncio.Task[None] | None" = None
+    #: the marker the turn owes the log once read ("pending", "no-op"; `turns.marking`), or None
+    owes: str | None = None
     #: DSH's token estimate of the turn's surface nodes when it was marked
     tokens: int = 0
     #: the turns of the batch this job's turn was compressed with (empty: on its own)
@@ -163,26 +166,23 @@ class TurnJob:
             return False
         return await self.settled(max(0.0, deadline - time.monotonic()))
 
-    # -- turn/end: the pending marker --------------------------------------------------
+    # -- turn/end: what the turn is, and the marker it owes -----------------------------
     async def mark(self) -> None:
-        """Mark the turn pending now (or land its no-op), before it waits for its worker turn."""
+        """Read the completed turn (`marking.classify`): pending, or a no-op that needs no worker.
+        The marker it owes lands later (`owes`)."""
         try:
-            marking = await mark(self.session, self.port, self.turn, self.where)
-        except asyncio.CancelledError:
-            raise
+            marking = classify(self.session, self.turn, self.where)
         except Exception:
-            log.exception("%s: marking the turn failed; it stays raw", self.where)
+            log.exception("%s: reading the completed turn failed; it stays raw", self.where)
             self.stop("failed to mark")
             return
-        self.tokens = marking.tokens
+        self.tokens, self.owes = marking.tokens, marking.owes
         if marking.marked is Marked.SKIPPED:
             self.stop("skipped")
-        elif marking.marked is Marked.NO_OP and marking.landing is LandingOutcome.REFUSED:
-            self.move(Phase.REFUSED, f"no-op ({marking.problem}); its marker was refused: {marking.refusal}")
         elif marking.marked is Marked.NO_OP:
             self.move(Phase.NO_OP, f"no-op ({marking.problem})")
         else:
-            self.move(Phase.PENDING, "marked pending")
+            self.move(Phase.PENDING, "pending")
 
     # -- the whole job -----------------------------------------------------------------
     async def run(self, batch: Sequence["TurnJob"] = ()) -> None:
@@ -199,7 +199,7 @@ class TurnJob:
             if job.phase is Phase.DISPATCHED:
                 job.move(Phase.COMPRESSING, "its worker run started")
         try:
-            for job in group:  # the pending markers (or no-ops), started at turn/end
+            for job in group:  # each turn read at turn/end
                 if job.marking is not None:
                     await job.marking
                 else:

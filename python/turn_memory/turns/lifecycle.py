@@ -15,9 +15,10 @@ from typing import Mapping
 
 
 class Phase(Enum):
-    #: turn/end (or recovery) queued it; its marker has not landed yet
+    #: turn/end (or recovery) queued it; it has not been read yet
     ARRIVED = "arrived"
-    #: marked pending; the compression policy has not looked at it yet
+    #: read, and pending (it owes its pending marker until that or its rewrite lands);
+    #: the compression policy has not looked at it yet
     PENDING = "pending"
     #: the policy holds it raw (pending) until a later turn makes a worker pay
     HELD = "held"
@@ -29,9 +30,9 @@ class Phase(Enum):
     READY = "ready"
     #: the rewrite landed: the turn is compressed on the surface
     LANDED = "landed"
-    #: refused for good (the rewrite, or the no-op marker): the turn stays raw and pending
+    #: its rewrite was refused for good: the turn stays raw and pending
     REFUSED = "refused"
-    #: no worker may rewrite it: its content-identical no-op marker landed
+    #: no worker may rewrite it: it owes (or carries) its content-identical no-op marker
     NO_OP = "no-op"
     #: a session checkpoint took the turn (raw, or in its ready compressed form): nothing lands
     FOLDED = "folded"
@@ -62,7 +63,7 @@ class Phase(Enum):
 
 #: phase -> the phases it may move to; a terminal phase moves nowhere
 TRANSITIONS: Mapping[Phase, frozenset[Phase]] = {
-    Phase.ARRIVED: frozenset({Phase.PENDING, Phase.NO_OP, Phase.REFUSED, Phase.STOPPED}),
+    Phase.ARRIVED: frozenset({Phase.PENDING, Phase.NO_OP, Phase.STOPPED}),
     Phase.PENDING: frozenset({Phase.HELD, Phase.DISPATCHED, Phase.FOLDED, Phase.STOPPED}),
     Phase.HELD: frozenset({Phase.DISPATCHED, Phase.FOLDED, Phase.STOPPED}),
     Phase.DISPATCHED: frozenset({Phase.COMPRESSING, Phase.STOPPED}),

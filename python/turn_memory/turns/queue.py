@@ -1,7 +1,7 @@
 """Per-session scheduling of completed turns to compress.
 
-A turn arrives once per process (turn/end, or recovery) and is *admitted* oldest first: its
-pending marker lands (or its no-op, then it needs nothing more). Each round of admissions
+A turn arrives once per process (turn/end, or recovery) and is *admitted* oldest first: it is
+read (a no-op needs nothing more). Each round of admissions
 asks the compression policy (`choose`) whether the turns held so far, with the new ones, are
 worth a worker now; the chosen turns wait for a worker slot, the rest stay held (raw,
 pending) for the next round. Up to `slots` jobs run at once: workers for different turns in
@@ -20,7 +20,7 @@ compressing is each turn's phase (`turns.lifecycle`), read through `TurnWork`, t
 interface the turn service gives it; the queue only remembers which turns it was given (once
 per process) and which turns each running job took.
 
-Session compaction coordinates through `held()` (no new job starts, no pending marker starts
+Session compaction coordinates through `held()` (no new job starts, no owed marker starts
 landing, while it reads and replaces the surface), `markers_landed()` (the markers that
 started landing before it held the queue have landed) and `settled()` (no job is compressing).
 """
@@ -44,7 +44,7 @@ class TurnWork(Protocol):
         """The turn's phase; None once the service forgot it (nothing left to do)."""
 
     async def admit(self, turn: int) -> None:
-        """Wait for the turn's marker: ARRIVED -> PENDING, or a phase that needs no worker."""
+        """Wait until the turn is read: ARRIVED -> PENDING, or a phase that needs no worker."""
 
     def choose(self, turns: list[int]) -> None:
         """The compression policy over the held turns (oldest first): each moves to HELD or DISPATCHED."""
@@ -93,7 +93,7 @@ class TurnQueue:
         self._released = asyncio.Event()
         self._released.set()
         self._holds = 0
-        #: pending markers land one at a time, and never while a compaction holds the queue
+        #: owed markers land one landing point at a time, and never while a compaction holds the queue
         self.marking = asyncio.Lock()
         #: no pending marker is landing right now (`landing_marker`)
         self._markers_landed = asyncio.Event()
@@ -122,19 +122,20 @@ class TurnQueue:
         out = []
         for turn in sorted(self._live):
             phase = self._work.phase(turn)
-            if phase is None or (phase.settled and not self._is_running(turn)):
+            if phase is None or (phase.settled and not self.is_running(turn)):
                 self._live.discard(turn)
             elif phase in phases:
                 out.append(turn)
         return out
 
-    def _is_running(self, turn: int) -> bool:
+    def is_running(self, turn: int) -> bool:
+        """A running job compresses the turn."""
         return any(turn in turns for turns in self._running.values())
 
     @property
     def pending(self) -> list[int]:
         """Turns arrived or chosen that no job has taken yet."""
-        return [t for t in self._in(Phase.ARRIVED, Phase.DISPATCHED) if not self._is_running(t)]
+        return [t for t in self._in(Phase.ARRIVED, Phase.DISPATCHED) if not self.is_running(t)]
 
     @property
     def held_turns(self) -> list[int]:
@@ -146,7 +147,7 @@ class TurnQueue:
         return sorted(t for turns in self._running.values() for t in turns)
 
     def _waiting(self) -> list[int]:
-        return [t for t in self._in(Phase.DISPATCHED) if not self._is_running(t)]
+        return [t for t in self._in(Phase.DISPATCHED) if not self.is_running(t)]
 
     # -- the scheduler -----------------------------------------------------------------
     def _wake(self) -> None:

@@ -2,7 +2,9 @@
 Pure.
 
 - Turns with a `pending` marker and no `compression` marker anywhere in the log were cut
-  off between turn/end and landing: redo them.
+  off between turn/end and landing: redo them. So are the turns the engine's journal says
+  ended and still owed their marker (`owed`: the marker lands at the next turn's landing
+  point, `turns.marking`), unless the log shows them landed since.
 - A `compression` marker whose turn still shows raw reasoning on the surface is a stale
   no-op from a reasoning-unaware version: redo it too, unless the marker says its workers
   kept the assistant nodes (`keptAssistants`, 0.2's default), whose reasoning stays by design.
@@ -14,6 +16,8 @@ Pure.
 """
 
 from __future__ import annotations
+
+from typing import Iterable
 
 from turn_memory.host.continuations import ContinuationLedger
 from turn_memory.host.surface import SessionLog
@@ -28,13 +32,14 @@ def turn_nodes(log: SessionLog, turn: int) -> list[int]:
 
 
 def turns_to_recover(log: SessionLog, live_from: int | None = None,
-                     continuations: ContinuationLedger | None = None) -> list[int]:
+                     continuations: ContinuationLedger | None = None, owed: Iterable[int] = ()) -> list[int]:
     """The turns to redo, from the log's index: O(turns), never a pass over the log.
     `continuations`: the session's ledger (folded here from the log when not given)."""
     index = log.index
     continuations = continuations if continuations is not None else ContinuationLedger.of(log.events)
     completed, landed = index.turn_ends, index.landed
     redo = {t for t in index.pending - landed if t in completed}
+    redo.update(t for t in owed if t in completed and t not in landed and index.turn_nodes(t))
     if live_from is not None:
         redo.update(t for t in index.ended_since(live_from) if t not in landed)
     redo.update(r.turn for r in continuations.awaiting() if r.turn not in landed)

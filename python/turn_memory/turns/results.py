@@ -14,6 +14,9 @@ are the turn's current nodes, and a digest of those events (seqs, types, content
 matches. Anything else — the turn landed since, a checkpoint took it, another log under the
 same id — makes it stale; stale records are deleted with a log line, and so is a record once
 its turn has landed.
+
+Beside them, the session's journal of owed markers (`owed`): the turns that ended and whose
+marker has not reached the log yet (`turns.marking`). Recovery redoes them like pending turns.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from turn_memory.host.surface import SessionLog
 log = logging.getLogger("turn_memory.turns")
 
 VERSION = 1
+#: a session's journal of the turns that ended and owe their marker, beside its records
+OWED = "owed-markers.json"
 
 
 def span_digest(session_log: SessionLog, positions: Sequence[int]) -> str:
@@ -104,6 +109,40 @@ class ResultStore:
             path.parent.rmdir()  # the session's last one
         except OSError:
             pass
+
+    # -- the journal of owed markers (`turns.marking`) -----------------------------------
+    def owed_path(self, session_id: str) -> Path:
+        return self._dir(session_id) / OWED
+
+    def owed(self, session_id: str) -> dict[int, str]:
+        """The turns that ended and still owe their marker (turn -> "pending" or "no-op"), as
+        the last process left them; empty when none (or unreadable, logged)."""
+        path = self.owed_path(session_id)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return {int(turn): str(kind) for turn, kind in data["owed"].items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("session %s: the journal of owed markers %s is unreadable (%s); its turns are not recovered",
+                        session_id, path, exc)
+            return {}
+
+    def save_owed(self, session_id: str, owed: dict[int, str]) -> None:
+        """Replace the session's journal (whole file or none; no file when nothing is owed)."""
+        path = self.owed_path(session_id)
+        try:
+            if not owed:
+                self.files.unlink(path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                data = json.dumps({"version": VERSION, "owed": {str(t): k for t, k in sorted(owed.items())}})
+                self.files.write(path, data.encode("utf-8"), fsync=True)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("session %s: could not keep the journal of owed markers in %s (%s); a restart before they "
+                        "land leaves turns %s raw", session_id, path, exc, ", ".join(map(str, sorted(owed))))
 
     def turns(self, session_id: str) -> list[int]:
         try:

@@ -34,6 +34,7 @@ from turn_memory.turns import eligibility, landing_check, split
 from turn_memory.turns.breaker import Breaker
 from turn_memory.turns.job import TurnJob
 from turn_memory.turns.lifecycle import Phase
+from turn_memory.turns.marking import land_marker
 from turn_memory.turns.queue import TurnQueue
 from turn_memory.turns.recovery import turns_to_recover
 from turn_memory.turns.results import ResultStore
@@ -80,6 +81,12 @@ class SessionTurns:
         self.pace = (0, 0.0)
         #: what its workers may spend while none finishes (`turns.breaker`)
         self.breaker = Breaker(config.turns.failingRequests, config.turns.failingJobs)
+        #: turns that ended and owe their marker (turn -> "pending" or "no-op"; `turns.marking`),
+        #: kept in `results`' journal so that a restart before they land still redoes them
+        self.owed: dict[int, str] = {}
+        self.results: ResultStore | None = None
+        #: the session's port, for markers whose job is gone (set by `on_events`)
+        self.port: Callable[[], HostPort] | None = None
         self._workers, self._hints, self._window_of = workers, hints, window_of
 
     # -- TurnWork: what the queue asks ---------------------------------------------------
@@ -100,6 +107,7 @@ class SessionTurns:
         jobs = [self.jobs[t] for t in turns]
         for job in [j for j in jobs if not j.session.log.index.turn_nodes(j.turn)]:
             job.move(Phase.FOLDED, "a checkpoint folded the turn while it was held")
+            self.owe(job.turn, None)
             self.finish([job])
         jobs = [job for job in jobs if not job.done]
         if not jobs:
@@ -222,6 +230,41 @@ class SessionTurns:
             if not done.compressed:
                 self.queue.forget(done.turn)  # a later recovery may retry it
 
+    # -- owed markers (`turns.marking`) --------------------------------------------------
+    def owe(self, turn: int, kind: str | None) -> None:
+        """Record the marker `turn` owes (None: it owes none any more) in the journal."""
+        if self.owed.get(turn) == kind:
+            return
+        if kind is None:
+            del self.owed[turn]
+        else:
+            self.owed[turn] = kind
+        if self.results is not None:
+            self.results.save_owed(self.id, self.owed)
+
+    async def land_markers(self, session: MirroredSession, open_turn: int) -> None:
+        """At a landing point of `open_turn`: land the markers earlier turns owe, except where the
+        turn's rewrite is about to land instead (ready) or a worker reads the turn (its positions
+        must not move under it). No job starts while they land."""
+        due = sorted(t for t in self.owed if t < open_turn)
+        if not due or self.port is None:
+            return
+        landing = {job.turn for job in self._ready(open_turn)}
+        queue = self.queue
+        async with queue.marking:
+            await queue.released()
+            with queue.landing_marker(), queue.held():  # no await since released()
+                for turn in due:
+                    job = self.jobs.get(turn)
+                    if turn in landing or turn not in self.owed or queue.is_running(turn) or \
+                            (job is not None and job.phase in (Phase.COMPRESSING, Phase.READY)):
+                        continue
+                    kind = self.owed[turn]
+                    where = f"session {self.id} turn {turn}"
+                    if await land_marker(session, job.port if job is not None else self.port(), turn, kind, where):
+                        log.info("%s: its %s marker landed in turn %d", where, kind, open_turn)
+                    self.owe(turn, None)  # landed, refused (logged) or folded: the journal is done with it
+
     # -- landing points ------------------------------------------------------------------
     def _ready(self, open_turn: int) -> list[TurnJob]:
         """Finished compressions of turns before `open_turn` that may land now, oldest first:
@@ -309,6 +352,7 @@ class SessionTurns:
 
     def _landed(self, job: TurnJob) -> None:
         if job.phase is Phase.LANDED:
+            self.owe(job.turn, None)  # its landing carries the compression marker
             self._note_landing(job)
         if job.done:
             self.jobs.pop(job.turn, None)
@@ -345,6 +389,7 @@ class SessionTurns:
             if job is not None and job.phase is Phase.READY:
                 job.fold_into(checkpoint_seq)
                 self.jobs.pop(turn, None)
+            self.owe(turn, None)
 
 
 class TurnService:
@@ -382,6 +427,11 @@ class TurnService:
         if turns is None:
             turns = self.sessions[session.id] = SessionTurns(session.id, config, self.workers, self.hints,
                                                              self.window_of)
+            if results is not None:  # what the last process left owed
+                turns.owed = results.owed(session.id)
+        turns.port = port
+        if results is not None:
+            turns.results = results
         if reset:
             # the session may have been closed and reopened (a new mirror entry) or the shim
             # reconnected: a job of this process reads the session as it is now, so a finished
@@ -390,7 +440,9 @@ class TurnService:
                 if not job.done:
                     job.rebind(session, port(), results)
             live_from = session.meta.liveFrom if session.meta is not None else None
-            redo = turns_to_recover(session.log, live_from, session.continuations)
+            redo = turns_to_recover(session.log, live_from, session.continuations, owed=turns.owed)
+            for turn in [t for t in turns.owed if t not in redo and t not in turns.jobs]:
+                turns.owe(turn, None)  # landed, folded or gone since
             for turn in redo:
                 if self._enqueue(turns, session, turn, port, config, results):
                     log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
@@ -429,17 +481,14 @@ class TurnService:
             return False
         turns.jobs[turn] = job  # the queue reads its phase once this returns
         self.workers.add(job.job_id, job)
-        job.marking = asyncio.get_running_loop().create_task(self._mark(turns.queue, job))
+        job.marking = asyncio.get_running_loop().create_task(self._mark(turns, job))
         return True
 
     @staticmethod
-    async def _mark(queue: TurnQueue, job: TurnJob) -> None:
-        """The pending marker, at turn/end (docs/decisions.md#turns-are-recovered-from-the-log): one at a time,
-        never under a compaction."""
-        async with queue.marking:
-            await queue.released()
-            with queue.landing_marker():  # no await since released(): a compaction now waits for it
-                await job.mark()
+    async def _mark(turns: SessionTurns, job: TurnJob) -> None:
+        """Read the turn at turn/end, and journal the marker it owes (docs/decisions.md#turns-are-recovered-from-the-log)."""
+        await job.mark()
+        turns.owe(job.turn, job.owes)
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.
@@ -467,6 +516,7 @@ class TurnService:
         # turn's user message is committed after agent/request): ready turns that reach the tail
         # land there, as one block keeping their shape
         turn_start = step == 1 and not session.log.dialect.plugin_steps
+        await turns.land_markers(session, turn)
         return await turns.land_ready(session, turn, turn_start=turn_start, wait_turns=config.turns.shapeWaitTurns)
 
     async def at_request(self, session: MirroredSession, turn: int, step: int) -> None:

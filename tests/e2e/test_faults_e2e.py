@@ -7,8 +7,9 @@ the outcome (faults_lib.py). Faults are deterministic: the engine is killed thro
 at a point the scripted model chooses, or at a `turn_memory.faults` point; DSH kills itself
 from the driver (`{killSelf: true}`).
 
-The cases that needed the engine-side fixes of issue 12 (branch issue12a: pending marker at
-turn/end, finished compressions kept in a sidecar, bounded job spend) pass since it landed.
+The cases that needed the engine-side fixes of issue 12 (branch issue12a: the turn recorded at
+turn/end — now in the engine's journal of owed markers, issue 33 — finished compressions kept in
+a sidecar, bounded job spend) pass since it landed.
 """
 
 from __future__ import annotations
@@ -360,8 +361,9 @@ def test_a_corrupted_engine_reply_pays_once(scenario):
 # --------------------------------------------------------------------------- DSH killed
 
 def test_dsh_killed_right_after_turn_end_the_turn_still_lands(scenario):
-    """The pending marker lands at turn/end, not when the turn's job starts, so a turn that
-    ended while an earlier one compressed is recovered after DSH is killed."""
+    """The turn is journaled at turn/end, not when its job starts (its pending marker waits for
+    the next turn's landing point), so a turn that ended while an earlier one compressed is
+    recovered after DSH is killed."""
     o = scenario("dsh_killed")
     assert o.markers["main"].get(2) == 1, o.markers
 

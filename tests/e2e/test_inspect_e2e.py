@@ -71,7 +71,7 @@ def test_inspect_agrees_with_a_zstd_log_with_a_landed_turn(home, fake, tm_cli):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
     fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
     run = home.run(["Please fix the parser: empty input crashes it.", "Second task: add a regression test.",
-                    {"sleepMs": 1500}],  # time for turn 2's pending marker
+                    {"sleepMs": 1500}],  # time for turn 2 to be journaled
                    engine_overrides={"turns": {"landingBarrier": True}})  # turn 1 lands in turn 2's first step
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     path = session_log_for(home.root / "sessions", run.session_id)

@@ -71,7 +71,7 @@ def test_nothing_to_rewrite_lands_a_no_op_marker(home, fake):
     """Mode 1: the worker finishes without a change; the turn's first user node is re-marked."""
     run, events = run_two_turns(home, fake, [FINISH], barrier=True)
     marks = [marker_of(e) for e in events if marker_of(e) and marker_of(e)[1] == 1]
-    assert marks == [("pending", 1), ("compression", 1)]
+    assert marks == [("compression", 1)]  # ready at turn 2's first pre-step: no pending marker before it
     tool = home.dialect.tool_result_role
     assert roles(home, events) == ["user", "user", "assistant", tool, "assistant"]  # content unchanged
     assert any(TASK in text_of(m) for m in first_request_of_turn_2(fake).messages)

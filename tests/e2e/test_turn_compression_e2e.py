@@ -11,6 +11,7 @@ from turn_memory.host.dialect import is_runtime_context
 from turn_memory.host.markers import marker_of
 from turn_memory.host.surface import SessionLog
 from turn_memory.turns.recovery import turn_nodes
+from turn_memory.turns.results import ResultStore
 
 pytestmark = pytest.mark.e2e
 
@@ -140,10 +141,12 @@ def test_stopped_before_landing_then_landed_exactly_once(home, fake):
     fake.push("turn", *AGENT_TURN_1, "Turn two done. SECOND-DONE")
     fake.add_rule(IS_WORKER, reply={"text": "slow worker", "delay_ms": 15000})  # DSH exits before it answers
     fake.add_rule(IS_WORKER, replies=[IN_PLACE, FINISH])
-    first = home.run([TASK_1, {"sleepMs": 1500}])  # time for the engine to mark the turn pending
+    first = home.run([TASK_1, {"sleepMs": 1500}])  # time for the engine to journal the turn
     assert first.returncode == 0, (first.records, first.stderr[-2000:])
     _, events = home.session_log(first.session_id)
-    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
+    # no turn after it: its pending marker is owed, in the engine's journal (the next process recovers it from there)
+    assert [marker_of(e) for e in events if marker_of(e)] == []
+    assert ResultStore(home.root).owed(first.session_id) == {1: "pending"}
 
     second = home.run(["Second task after a restart."], resume=first.session_id, engine_overrides=BARRIER)
     assert second.returncode == 0, (second.records, second.stderr[-2000:])
@@ -187,7 +190,8 @@ def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_worker
     first = home.run([TASK_1, {"sleepMs": 4000}])  # the worker finishes; no later turn lands it
     assert first.returncode == 0, (first.records, first.stderr[-2000:])
     _, events = home.session_log(first.session_id)
-    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
+    assert [marker_of(e) for e in events if marker_of(e)] == []
+    assert ResultStore(home.root).owed(first.session_id) == {1: "pending"}
     kept = home.root / "turn-memory" / "results" / encode_segment(first.session_id) / "1.json"
     assert kept.exists()
     workers_before = len(worker_requests(fake))
@@ -200,7 +204,7 @@ def test_the_last_turn_before_dsh_exits_lands_after_a_restart_without_its_worker
     assert len(compression_marks(events, 1)) == 1 and turn1_roles(home, events) == IN_PLACE_ROLES
     first_of_turn2 = next(r for r in agent_requests(fake) if "Second task after a restart." in r.all_text())
     assert conversation(first_of_turn2)[0][1].startswith("COMPRESSED-USER")
-    assert not kept.exists()  # deleted once landed
+    assert not kept.exists() and ResultStore(home.root).owed(first.session_id) == {}  # deleted once landed
     reload(home, events)
 
 

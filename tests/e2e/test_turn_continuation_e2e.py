@@ -12,6 +12,7 @@ from helpers import host_problems, reload, text_of, turn_rewrite
 from turn_memory.continuation.state import SECTION
 from turn_memory.host.continuations import TOOL
 from turn_memory.host.markers import marker_of
+from turn_memory.turns.results import ResultStore
 
 pytestmark = pytest.mark.e2e
 
@@ -129,12 +130,13 @@ def test_long_turn_hands_off_and_one_followup_continues_after_landing(home, fake
 def test_a_restart_between_handoff_and_followup_still_gives_exactly_one(home, fake):
     fake.responder = worker(slow_first=True)
     fake.push("turn", *AGENT_TURN, CONTINUED)
-    first = home.run([TASK, {"sleepMs": 1500}], timeout=120)  # time to mark the turn pending
+    first = home.run([TASK, {"sleepMs": 1500}], timeout=120)  # time to journal the turn
     assert first.returncode == 0, (first.records, first.stderr[-3000:])
     _, events = home.session_log(first.session_id)
     call = handoff_call(events)
     assert followups(events, call["data"]["callId"]) == ([], [])
-    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]
+    assert [marker_of(e) for e in events if marker_of(e)] == []  # no turn after it: its marker is owed
+    assert ResultStore(home.root).owed(first.session_id) == {1: "pending"}
 
     second = home.run([{"sleepMs": 6000}, {"waitIdle": True}], resume=first.session_id, timeout=120)
     assert second.returncode == 0, (second.records, second.stderr[-3000:])
@@ -248,7 +250,8 @@ def test_a_followup_whose_landing_is_refused_in_its_own_turn_is_withheld(home, f
     call = handoff_call(events)
     users, queued = followups(events, call["data"]["callId"])
     assert users == [] and len(queued) == 1  # queued, never taken in
-    assert [marker_of(e) for e in events if marker_of(e)] == [("pending", 1)]  # raw, recoverable
+    # raw, and recoverable: the turn still owes its pending marker (journaled)
+    assert [marker_of(e) for e in events if marker_of(e)] == [] and 1 in ResultStore(home.root).owed(run.session_id)
     ends = [e["data"] for e in events if e["type"] == "turn/end"]
     assert [e["turn"] for e in ends] == [1, 2]
     # the landing is tried in the pre-step (in place on both hosts), which then takes nothing in

@@ -291,6 +291,21 @@ def test_a_log_whose_header_is_lost_is_told_by_its_records_or_said_to_be_untella
         "(DSH 0.1.0 to 0.1.4) and format 4 (DSH 0.1.5 and later))\n")
 
 
+def test_a_turn_the_engine_journaled_reads_pending_until_its_marker_lands(tmp_path, capsys):
+    """A turn that ended after the session's last landing point has no marker in the log yet
+    (`turns.marking`); the engine's journal in the DSH home says it owes one, and recovery redoes
+    it: `inspect` says pending too, and that it read it from the journal."""
+    from turn_memory.turns.results import ResultStore
+
+    home = tmp_path / "home"
+    write_zstd(home / "sessions" / "--w--" / "s-1" / "session.jsonl.zstd", landed_log(RC8))
+    ResultStore(home).save_owed("s-1", {1: "pending", 2: "pending"})  # turn 2 landed since: it stays compressed
+    assert main(["inspect", "s-1", "--dsh-home", str(home), "--json"]) == 0
+    turns = json.loads(capsys.readouterr().out)["turns"]
+    assert [(t["turn"], t["state"], t["phase"], t["journaled"]) for t in turns] == [
+        (1, "pending", "pending", True), (2, "compressed", "landed", False), (3, "open", None, False)]
+
+
 def test_json_output_schema_and_exit_status(tmp_path, capsys):
     events = landed_log(RC8)
     home = tmp_path / "home"
@@ -300,7 +315,7 @@ def test_json_output_schema_and_exit_status(tmp_path, capsys):
     assert report["schema"] == SCHEMA and report["session"]["id"] == "s-1"
     assert set(report) == {"schema", "log", "session", "whole", "damage", "inconsistencies", "problem_counts",
                            "events_by_type", "turns", "checkpoints", "compactions", "surface", "before", "savings"}
-    assert set(report["turns"][0]) == {"turn", "complete", "state", "phase", "landing", "before", "after", "current",
+    assert set(report["turns"][0]) == {"turn", "complete", "state", "phase", "journaled", "landing", "before", "after", "current",
                                        "markers", "shadowed_by"}
     # a session directory works as well as the file, and the text view names the verdict
     assert main(["inspect", str(path.parent)]) == 0

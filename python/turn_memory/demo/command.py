@@ -30,7 +30,8 @@ from turn_memory.demo.turn_view import turn_nodes
 from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.devtools.runtime import HOSTS, WRAPPER_DIR, ensure_runtime, wrapper_path
-from turn_memory.inspection.report import inspect_log
+from turn_memory.inspection.report import inspect_log, with_journal
+from turn_memory.turns.results import ResultStore
 from turn_memory.logs.reader import session_log_for
 
 SCHEMA = "turn-memory.demo/1"
@@ -146,7 +147,7 @@ def _demo(args: argparse.Namespace, out: Output, made: list[Path], existed: list
             return out.fail(f"DSH exited with {run.returncode}: {run.stderr[-2000:].strip()}",
                             f"read {engine_log}" if engine_log.exists() else None)
         log_path = session_log_for(root / "sessions", run.session_id)
-        report = inspect_log(log_path)
+        report = with_journal(inspect_log(log_path), ResultStore(root).owed(run.session_id))  # as `inspect` reads it
         _, events = home.session_log(run.session_id)
         compact = next((r for r in run.records if r.get("command") == "/compact"), None)
         priced = costs(fake.requests, TURN_OF_TASK) if fake is not None else Costs()

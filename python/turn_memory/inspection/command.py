@@ -12,11 +12,12 @@ import orjson
 
 from turn_memory.cli_output import Output, add_level_flags, render
 from turn_memory.inspection.progress import ProgressBar, wants_bar
-from turn_memory.inspection.report import inspect_log, print_report
+from turn_memory.inspection.report import inspect_log, print_report, with_journal
 from turn_memory.inspection.sessions import SCHEMA as SESSIONS_SCHEMA
 from turn_memory.inspection.sessions import NoSuchSession, Session, by_id_or_prefix, list_sessions
 from turn_memory.logs.reader import LOG_NAMES, SessionLogError, UnknownDialect, session_log_for
 from turn_memory.paths import expand_path
+from turn_memory.turns.results import ResultStore
 
 EXIT_WHOLE = 0
 EXIT_ERROR = 1  # nothing to inspect: no such log, not a session log
@@ -145,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         damage = "; ".join(f"{d['kind']}: {d['detail']}" for d in report["damage"])
         return out.fail(f"{path} is not a readable DSH session log" + (f" ({damage})" if damage else ""),
                         code=EXIT_ERROR)
+    if report["session"] is not None and report["session"].get("id"):  # what the engine still owes the log
+        report = with_journal(report, ResultStore(home).owed(report["session"]["id"]))
     if args.json:
         out.write((orjson.dumps(report) + b"\n").decode())
     else:

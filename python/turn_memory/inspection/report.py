@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import orjson
 
@@ -104,13 +104,22 @@ def _state(t: TurnStats) -> str:
     return _STATE_OF[phase]
 
 
+def with_journal(report: dict[str, Any], owed: Collection[int]) -> dict[str, Any]:
+    """The report with the turns the engine's journal says ended and still owe their marker
+    (`turns.marking`) read as recovery reads them: pending, `journaled`."""
+    for turn in report["turns"]:
+        if turn["state"] == "untouched" and turn["turn"] in owed:
+            turn.update(state="pending", phase=Phase.PENDING.value, journaled=True)
+    return report
+
+
 def _turn(t: TurnStats) -> dict[str, Any]:
     after = t.folded if t.folded is not None else (t.nodes, t.tokens)
     phase = _phase(t)
     last = t.markers[-1] if t.markers else None
     landing = last.form if last is not None and last.kind == "compression" else None
     return {"turn": t.turn, "complete": t.complete, "state": _state(t), "phase": phase.value if phase else None,
-            "landing": landing,
+            "journaled": False, "landing": landing,
             "before": _size(t.raw_nodes, t.raw_tokens), "after": _size(*after), "current": _size(t.nodes, t.tokens),
             "markers": [{"kind": m.kind, "seq": m.seq} for m in t.markers], "shadowed_by": t.shadowed_by}
 

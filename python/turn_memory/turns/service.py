@@ -445,7 +445,8 @@ class TurnService:
                 turns.owe(turn, None)  # landed, folded or gone since
             for turn in redo:
                 if self._enqueue(turns, session, turn, port, config, results):
-                    log.info("session %s turn %d: recovering (pending or stale marker)", session.id, turn)
+                    why = "journaled, its marker owed" if turn in turns.owed else "pending or stale marker"
+                    log.info("session %s turn %d: recovering (%s)", session.id, turn, why)
             if results is not None:
                 self._drop_stale_results(turns, session, results, set(redo))
             return

@@ -243,13 +243,16 @@ class SessionTurns:
             self.results.save_owed(self.id, self.owed)
 
     async def land_markers(self, session: MirroredSession, open_turn: int) -> None:
-        """At a landing point of `open_turn`: land the markers earlier turns owe, except where the
-        turn's rewrite is about to land instead (ready) or a worker reads the turn (its positions
-        must not move under it). No job starts while they land."""
+        """At the first landing point of `open_turn`: land the markers earlier turns owe, except
+        where the turn's rewrite is about to land instead (ready, or kept in its sidecar) or a
+        worker reads the turn (its positions, and a sidecar's, must not move under it). No job
+        starts while they land."""
         due = sorted(t for t in self.owed if t < open_turn)
         if not due or self.port is None:
             return
         landing = {job.turn for job in self._ready(open_turn)}
+        if self.results is not None:
+            landing.update(self.results.turns(self.id))
         queue = self.queue
         async with queue.marking:
             await queue.released()
@@ -517,7 +520,8 @@ class TurnService:
         # turn's user message is committed after agent/request): ready turns that reach the tail
         # land there, as one block keeping their shape
         turn_start = step == 1 and not session.log.dialect.plugin_steps
-        await turns.land_markers(session, turn)
+        if step == 1:  # at a turn's start only: rc8 restates a snapshot a marker shadows, never mid-turn
+            await turns.land_markers(session, turn)
         return await turns.land_ready(session, turn, turn_start=turn_start, wait_turns=config.turns.shapeWaitTurns)
 
     async def at_request(self, session: MirroredSession, turn: int, step: int) -> None:

@@ -769,3 +769,28 @@ def test_a_resync_never_walks_the_whole_log(tmp_path):
     walked = run(scenario())
     assert sum(len(t.jobs) for t in service.sessions.values()) >= 5  # it found the pending turns
     assert walked < 50, f"walked {walked} of {len(events)} events"
+
+
+def test_a_marker_owed_mid_turn_waits_for_the_next_turn_start():
+    """A turn whose worker gave up during the next turn owes its pending marker; it lands at the
+    following turn's first pre-step, never at a later step of a turn (rc8 would restate a snapshot
+    the marker shadows between a tool result and the model's next request)."""
+    host, service, cfg = one_turn_host(), EngineHarness().turns, config(workerAttempts=1)
+    attach_workers(host, service, [WorkerScript([], stop="completed")])
+    gate = gated(host)
+
+    async def scenario():
+        await complete_turn(host, service, cfg)
+        await asyncio.sleep(0.05)
+        await next_turn_prestep(host, service, cfg, turn=2)  # its worker still runs: nothing lands
+        gate.set()
+        await service.drained(SESSION, 5)  # it gave up: raw, owing its marker
+        assert service.job(SESSION, 1) is None and owed(service) == {1: "pending"}
+        await next_turn_prestep(host, service, cfg, turn=2, step=2)
+        assert marks(host) == []
+        play_turn(host, 2, started=True)
+        await complete_turn(host, service, cfg, turn=2)
+        await next_turn_prestep(host, service, cfg, turn=3)
+
+    run(scenario())
+    assert marks(host)[:1] == [("pending", 1)] and 1 not in owed(service)

@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, Sequence
 
 from turn_memory.bridge.port import HostPort
 from turn_memory.config import EngineConfig
+from turn_memory.host.dialect import is_runtime_context
 from turn_memory.host.tokens import estimate_text
 from turn_memory.host.turn_index import LANDING_STEP
 from turn_memory.runtime.interfaces import HintSource, LandingOutcome, ReadyTurn
@@ -56,6 +57,15 @@ def _loop_step(session: MirroredSession, open_turn: int) -> int | None:
     if not session.log.dialect.plugin_steps or step is None or step[0] != open_turn or step[1] == LANDING_STEP:
         return None
     return step[1]
+
+
+def _opens_with_snapshot(session: MirroredSession, turn: int) -> bool:
+    """Whether the turn's first node is the host's runtime-context snapshot (rc8 opens every other
+    turn with one): a marker copy carries turn-memory's source instead, so rc8 takes the snapshot
+    for gone and appends a new one at its next step, between a tool result and the model's next
+    request."""
+    nodes = session.log.index.turn_nodes(turn)
+    return bool(nodes) and is_runtime_context((session.log.message_of(nodes[0]) or {}).get("source"))
 
 
 class SessionTurns:
@@ -262,6 +272,8 @@ class SessionTurns:
                     if turn in landing or turn not in self.owed or queue.is_running(turn) or \
                             (job is not None and job.phase in (Phase.COMPRESSING, Phase.READY)):
                         continue
+                    if _opens_with_snapshot(session, turn):
+                        continue  # rc8 would restate the snapshot the marker shadows, mid-turn: the journal keeps it
                     kind = self.owed[turn]
                     where = f"session {self.id} turn {turn}"
                     if await land_marker(session, job.port if job is not None else self.port(), turn, kind, where):

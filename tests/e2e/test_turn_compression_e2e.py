@@ -218,9 +218,12 @@ def catalog_users(request) -> list[tuple[str, str]]:
 
 def test_the_catalog_labels_host_snapshots_and_human_words_from_their_sources(home, fake):
     """Issue 22 item 1. On rc8 a landing that shadows the retained snapshot restates it at the
-    tail, before the next turn's words, so every other turn opens with a snapshot, and that is
-    the node the turn's pending marker copies. 0.2.1's loop always appends its snapshot after
-    the step's input (dsh-agent-loop preStep `[...claimed, context]`) and restates none."""
+    tail, before the next turn's words, so every later turn opens with a snapshot, which that
+    turn's own landing shadows and restates again. (While a pending marker was written at each
+    turn's end, it replaced that opening snapshot with a copy of turn-memory's source, so the
+    landing found no snapshot to restate and every other turn opened with the person's words,
+    without the runtime context stock has.) 0.2.1's loop always appends its snapshot after the
+    step's input (dsh-agent-loop preStep `[...claimed, context]`) and restates none."""
     turns = 4
     for k in range(turns):
         fake.push("turn", {"text": f"Checking {k}.", "tool_calls": [
@@ -240,5 +243,6 @@ def test_the_catalog_labels_host_snapshots_and_human_words_from_their_sources(ho
         assert [kind for kind, preview in users if preview.startswith("Current runtime context")] == ["host-context"]
         assert [preview[:5] for kind, preview in users if kind == "human"] == ["Task "]
     opening = [users[0][0] for users in catalogs.values()]
-    assert opening == {"rc8": ["human", "host-context", "human", "host-context"], "v021": ["human"] * turns}[home.host]
+    assert opening == {"rc8": ["human"] + ["host-context"] * (turns - 1), "v021": ["human"] * turns}[home.host], \
+        opening
     reload(home, home.session_log(run.session_id)[1])

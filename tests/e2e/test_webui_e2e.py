@@ -509,5 +509,7 @@ def test_trajectory_turns_and_checkpoint_as_stock(webui, variant, phase):
     stock, view = trajectory_turns(webui.views["stock"][phase]), trajectory_turns(webui.views[variant][phase])
     assert view == stock, f"{variant} {phase}: Trajectory {view}, stock {stock} {webui.where()}"
     rows = webui.views[variant][phase]["trajectory"]
-    copies = {m: sum(1 for r in rows if r["kind"] == "context" and m in (r["text"] or "")) for m in MESSAGES[:4]}
+    # a copy's row reads "[Turn N #N] CONTEXT <the turn's words>" (the checkpoint's row quotes them further in)
+    copies = {m: sum(1 for r in rows if r["kind"] == "context" and (r["text"] or "").split("CONTEXT", 1)[-1].strip()
+                     .startswith(m)) for m in MESSAGES[:4]}
     assert copies == {m: 1 for m in MESSAGES[:4]}, f"{variant} {phase}: {copies} {webui.where()}"

@@ -31,8 +31,8 @@ from turn_memory.devtools.dsh_home import DshHome
 from turn_memory.devtools.fake_model import FakeModel
 from turn_memory.devtools.runtime import HOSTS, WRAPPER_DIR, ensure_runtime, wrapper_path
 from turn_memory.inspection.report import inspect_log, with_journal
-from turn_memory.turns.results import ResultStore
 from turn_memory.logs.reader import session_log_for
+from turn_memory.turns.results import ResultStore
 
 SCHEMA = "turn-memory.demo/1"
 EPILOG = """\

@@ -532,7 +532,7 @@ class TurnService:
         # turn's user message is committed after agent/request): ready turns that reach the tail
         # land there, as one block keeping their shape
         turn_start = step == 1 and not session.log.dialect.plugin_steps
-        if step == 1:  # at a turn's start only: rc8 restates a snapshot a marker shadows, never mid-turn
+        if step == 1:  # the markers earlier turns owe: once a turn, at its first landing point
             await turns.land_markers(session, turn)
         return await turns.land_ready(session, turn, turn_start=turn_start, wait_turns=config.turns.shapeWaitTurns)
 

@@ -794,3 +794,17 @@ def test_a_marker_owed_mid_turn_waits_for_the_next_turn_start():
 
     run(scenario())
     assert marks(host)[:1] == [("pending", 1)] and 1 not in owed(service)
+
+
+def test_the_journal_of_owed_markers_round_trips_disappears_when_empty_and_survives_damage(tmp_path, caplog):
+    store = ResultStore(tmp_path / "dsh-home")
+    assert store.owed(SESSION) == {}
+    store.save_owed(SESSION, {3: "pending", 1: "no-op"})
+    assert store.owed(SESSION) == {1: "no-op", 3: "pending"} and store.turns(SESSION) == []  # no record of a turn
+    store.save_owed(SESSION, {})
+    assert not store.owed_path(SESSION).exists()
+    store.owed_path(SESSION).parent.mkdir(parents=True, exist_ok=True)
+    store.owed_path(SESSION).write_text("{half a fi")
+    with caplog.at_level("WARNING", logger="turn_memory.turns"):
+        assert store.owed(SESSION) == {}
+    assert "the journal of owed markers" in caplog.text and "is unreadable" in caplog.text

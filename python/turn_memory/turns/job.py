@@ -75,8 +75,6 @@ class TurnJob:
     hints: list[Hint] = field(default_factory=list)
     #: the task reading the turn, started when it was queued
     marking: "asyncio.Task[None] | None" = None
-    #: the marker the turn owes the log once read ("pending", "no-op"; `turns.marking`), or None
-    owes: str | None = None
     #: DSH's token estimate of the turn's surface nodes when it was marked
     tokens: int = 0
     #: the turns of the batch this job's turn was compressed with (empty: on its own)
@@ -167,22 +165,23 @@ class TurnJob:
         return await self.settled(max(0.0, deadline - time.monotonic()))
 
     # -- turn/end: what the turn is, and the marker it owes -----------------------------
-    async def mark(self) -> None:
+    async def mark(self) -> str | None:
         """Read the completed turn (`marking.classify`): pending, or a no-op that needs no worker.
-        The marker it owes lands later (`owes`)."""
+        Returns the marker it owes the log ("pending", "no-op"), which lands later, or None."""
         try:
             marking = classify(self.session, self.turn, self.where)
         except Exception:
             log.exception("%s: reading the completed turn failed; it stays raw", self.where)
             self.stop("failed to mark")
-            return
-        self.tokens, self.owes = marking.tokens, marking.owes
+            return None
+        self.tokens = marking.tokens
         if marking.marked is Marked.SKIPPED:
             self.stop("skipped")
         elif marking.marked is Marked.NO_OP:
             self.move(Phase.NO_OP, f"no-op ({marking.problem})")
         else:
             self.move(Phase.PENDING, "pending")
+        return marking.owes
 
     # -- the whole job -----------------------------------------------------------------
     async def run(self, batch: Sequence["TurnJob"] = ()) -> None:

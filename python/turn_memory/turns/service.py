@@ -503,8 +503,7 @@ class TurnService:
     @staticmethod
     async def _mark(turns: SessionTurns, job: TurnJob) -> None:
         """Read the turn at turn/end, and journal the marker it owes (docs/decisions.md#turns-are-recovered-from-the-log)."""
-        await job.mark()
-        turns.owe(job.turn, job.owes)
+        turns.owe(job.turn, await job.mark())
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.

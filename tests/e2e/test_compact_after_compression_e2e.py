@@ -14,6 +14,7 @@ import pytest
 from helpers import host_problems, reload, text_of, transactions, turn_rewrite
 from turn_memory.host.markers import marker_of
 from turn_memory.logs.reader import session_log_for
+from turn_memory.turns.results import ResultStore
 
 pytestmark = pytest.mark.e2e
 
@@ -122,11 +123,15 @@ def test_held_turns_are_pending_for_inspect_and_recovery_and_a_restart_holds_the
     assert run.returncode == 0, (run.records, run.stderr[-2000:])
     assert not [r for r in fake.requests if "replace_turn_nodes" in r.tool_names]  # no worker
     _, events = home.session_log(run.session_id)
-    assert [m for e in events if (m := marker_of(e))][:1] == [("pending", 1)]
+    # turn 1's pending marker lands at turn 2's start; where the engine caught up only after that
+    # (a loaded machine), the engine's journal holds it instead: pending either way
+    assert [m for e in events if (m := marker_of(e))][:1] == [("pending", 1)] or \
+        1 in ResultStore(home.root).owed(run.session_id), events
     assert not [m for e in events if (m := marker_of(e)) and m[0] == "compression"]
 
     path = session_log_for(home.root / "sessions", run.session_id)
-    proc = subprocess.run([tm_cli, "inspect", "--json", str(path)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([tm_cli, "inspect", "--json", "--dsh-home", str(home.root), str(path)], capture_output=True,
+                          text=True, timeout=120)
     states = {t["turn"]: t["state"] for t in json.loads(proc.stdout)["turns"]}
     assert states[1] == "pending" and states.get(2) in ("pending", "untouched"), states  # turn 2: DSH may exit first
 
@@ -135,7 +140,7 @@ def test_held_turns_are_pending_for_inspect_and_recovery_and_a_restart_holds_the
                      engine_overrides=policy)
     assert again.returncode == 0 and again.tasks()[0]["reason"]["kind"] == "completed", again.records
     log = engine_log.read_text()
-    assert re.search(r"turn 1: recovering \(pending or stale marker\)", log), log[-3000:]
+    assert re.search(r"turn 1: recovering \((pending or stale marker|journaled, its marker owed)\)", log), log[-3000:]
     assert re.search(r"turns? 1(, 2)?(, 3)?: held; ", log.split("recovering", 1)[1]), log[-3000:]
     assert not [r for r in fake.requests if "replace_turn_nodes" in r.tool_names]
     _, events = home.session_log(run.session_id)

@@ -81,21 +81,46 @@ class IdealWorker:
 
 
 _TASK_START = "<|user|>You are now the memory editor"
+#: which part of a split turn a spawned worker's task hands it
+_PART = re.compile(r"Yours\s+is part (\d+) of (\d+)")
+#: where a spawned task's node texts begin (`## n3 · assistant · …`, `### t2.n4 · tool · …`)
+_NODE_TEXT = re.compile(r"\n#{2,3} (?:t\d+\.)?n\d+ · ")
+
+
+def _spawn_ideal(turn: int, requests: Sequence[Received], written: int) -> IdealWorker:
+    """One spawned request for the whole turn: the worker's own prefix (system prompt and
+    tools) cached, one task's framing and every part's node texts uncached. A split turn's
+    parts each carry only their nodes, so all of them count, each once, and the framing the
+    extra parts repeat does not."""
+    first = requests[0]
+    task_at = first.text.rfind(_TASK_START)
+    prefix = pm.tokens(first.text[:task_at]) if task_at >= 0 else 0
+    uncached = 0
+    for i, r in enumerate(requests):
+        at = r.text.rfind(_TASK_START)
+        task = r.text[at:] if at >= 0 else r.text
+        texts_at = _NODE_TEXT.search(task)
+        framing = pm.tokens(task[:texts_at.start()]) if texts_at else 0
+        uncached += pm.tokens(task) // max(1, len(worker_turns(r.task))) - (framing if i else 0)
+    return IdealWorker(turn, prefix, uncached, written)
 
 
 def ideal_workers(received: Sequence[Received], compressed: Iterable[int]) -> list[IdealWorker]:
-    """One ideal request per compressed turn, sized from the first worker request that covered it:
-    the history before the turn's user message cached, the turn and its share of the task
-    uncached, and the rewrite the workers wrote for it."""
+    """One ideal request per compressed turn, sized from the worker requests that covered it:
+    the history before the turn (a fork's session, a spawn's own prefix) cached, the turn and
+    one task uncached, and the rewrite the workers wrote for it."""
     wanted, out = set(compressed), []
     written: dict[int, int] = {}
     first: dict[int, Received] = {}
+    parts: dict[int, dict[tuple[int, ...], Received]] = {}  # a spawned turn's first request per part
     for r in received:
         if not r.task:
             continue
         turns = worker_turns(r.task)
+        part = _PART.search(r.task)
         for turn in turns:
             first.setdefault(turn, r)
+            parts.setdefault(turn, {}).setdefault((int(part.group(1)),) if part else (), r)
         for call in r.calls:
             if call.get("name") != "replace_turn_nodes":
                 continue
@@ -107,11 +132,11 @@ def ideal_workers(received: Sequence[Received], compressed: Iterable[int]) -> li
         r = first[turn]
         text, turns = r.text, worker_turns(r.task)
         task_at = text.rfind(_TASK_START)
-        task_tokens = pm.tokens(text[task_at:]) // max(1, len(turns)) if task_at >= 0 else 0
         at = text.find(f"<|user|>Task {turn}:")
-        if at < 0 or (task_at >= 0 and at > task_at):  # a spawn: the turn is in its prompt, nothing cached
-            out.append(IdealWorker(turn, 0, pm.tokens(text) // max(1, len(turns)), written.get(turn, 0)))
+        if at < 0 or (task_at >= 0 and at > task_at):  # a spawn: the turn is in its task
+            out.append(_spawn_ideal(turn, [p for _, p in sorted(parts[turn].items())], written.get(turn, 0)))
             continue
+        task_tokens = pm.tokens(text[task_at:]) // max(1, len(turns)) if task_at >= 0 else 0
         nxt = text.find(f"<|user|>Task {turn + 1}:", at)
         end = min(p for p in (nxt, task_at, len(text)) if p >= 0)
         out.append(IdealWorker(turn, pm.tokens(text[:at]), pm.tokens(text[at:end]) + task_tokens, written.get(turn, 0)))

@@ -172,6 +172,30 @@ def test_the_analysis_prices_labels_finds_raw_turns_and_the_floor():
     assert bad["wrong_replies"] == ["agent request answered by default"]
 
 
+def test_the_floor_of_a_spawned_turn_split_in_parts_counts_every_part_once_and_one_framing():
+    """A split turn's parts each carry their own nodes: the ideal worker reads all of them, with
+    one task's framing, and the worker's own prefix at the cached price. A part's second request
+    (the same worker reading again) is not counted again."""
+    prefix = "W" * 4096  # the worker's system prompt and tools: 1024 tokens
+    framing = "You are now the memory editor for turn 2 of this session.\nYours\nis part {} of 2.\n" + "f" * 800
+
+    def part(i: int, body: str) -> A.Received:
+        task = framing.format(i) + f"\n### n{i} · tool · unchanged\n" + body
+        rewrite = {"name": "replace_turn_nodes", "arguments": {"from": f"n{i}", "to": f"n{i}", "nodes": [
+            {"role": "tool", "content": "z" * 200}]}}
+        return received(prefix + "<|user|>" + task, task, worker=task, calls=[rewrite])
+
+    one, two = part(1, "a" * 8000), part(2, "b" * 4000)
+    again = replace(two, calls=[])
+    out = A.analyse_requests([one, two, again], SC, compressed=[2])
+    (ideal,) = out["ideal_workers"]
+    framing_tokens = pm.tokens("<|user|>" + framing.format(2))
+    assert ideal["history_tokens"] == 1024
+    assert ideal["turn_tokens"] == pm.tokens(one.text[4096:]) + pm.tokens(two.text[4096:]) - framing_tokens
+    assert ideal["output_tokens"] == 2 * A.call_tokens({"name": "replace_turn_nodes", "arguments": {
+        "from": "n1", "to": "n1", "nodes": [{"role": "tool", "content": "z" * 200}]}})
+
+
 def test_the_engine_log_tells_turns_compressed_when_they_ended_from_held_ones():
     lines = ["INFO turn_memory.turns: session s turn 1: held; turn 1 (900 tokens) held: ...",
              "INFO turn_memory.turns: session s turns 1, 2: compressing; turns 1, 2 (1900 tokens): saves ...",

@@ -14,7 +14,8 @@ from engine_harness import EngineHarness
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
 from test_compaction_service import AGENT, FOLD, Meter, grow, next_turn, starts
-from turn_memory.compaction.fold_value import FoldFacts, background_span, checkpoint_estimate, fold_price
+from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, checkpoint_estimate, fixed_cost,
+                                               fold_now, fold_price)
 from turn_memory.compaction.policy import surface_prices
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.service import CompactionService
@@ -38,6 +39,27 @@ def test_a_fold_pays_when_the_requests_still_expected_outweigh_its_workers_and_i
     assert checkpoint_estimate(measured) == 1_000 and fold_price(measured) == (342_000.0, 264_000.0)
     tiny = FoldFacts(span=300, tail=4_000, requests=100, segments=1, framing=93, fold_ratio=0.01)
     assert checkpoint_estimate(tiny) == 93  # never under the checkpoint's framing
+
+
+def test_a_fold_that_pays_waits_until_its_turns_have_been_carried_for_as_much_as_a_fold_s_fixed_part():
+    """Every fold pays its cache break and re-reads and rewrites the earlier checkpoint, however
+    much it adds: folding each time it pays would fold every turn or two."""
+    facts = FoldFacts(span=20_000, tail=4_000, requests=36, segments=1, framing=93, carried=2_000)
+    # the cost of 360,000 less reading the 18,000 tokens never folded
+    assert fixed_cost(facts) == 180_000.0
+    # the checkpoint drops 75% of the span: carried for 240,000 pays the fixed part
+    assert not fold_now(FoldFacts(**{**vars(facts), "held": 239_999}))
+    assert fold_now(FoldFacts(**{**vars(facts), "held": 240_000}))
+    # carried long enough, but it does not pay over the horizon
+    assert not fold_now(FoldFacts(**{**vars(facts), "held": 10**9, "requests": 18}))
+
+
+def test_a_span_s_turns_are_carried_for_their_tokens_times_the_requests_since_they_ended():
+    host = host_with_turns()  # 3 steps a turn, the open turn 13 at its 1st
+    prices = surface_prices(host.log)
+    turn1 = [s for s in host.log.nodes if host.log.index.origins[s] == ("turn", 1)]
+    assert sum(prices[s] for s in turn1) == 2_001
+    assert carrying(host.log, prices, turn1) == (2_001 * (11 * 3 + 1), 0)
 
 
 def host_with_turns() -> FakeHost:
@@ -93,6 +115,9 @@ def test_a_fold_that_pays_runs_while_the_step_goes_on_and_lands_at_a_later_step(
     kept = host.log.nodes[1:]
     assert kept == nodes[len(nodes) - len(kept):] and len(started) == 1
     assert {host.log.index.origins[s][1] for s in tx[1]["data"]["shadowedSeqs"]} == set(range(1, TURNS - 1))  # a 2,000-token tail keeps turns 11 and 12
+    # a later fold re-reads the checkpoint whole: carried, not held
+    prices = surface_prices(host.log)
+    assert carrying(host.log, prices, host.log.nodes[:1]) == (0, prices[tx[2]["seq"]])
 
 
 class InFlight:

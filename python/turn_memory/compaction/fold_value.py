@@ -12,6 +12,13 @@ Priced like a turn's worker (`turns.eligibility`), in units of one cached input 
 C is not known before the workers ran: the share this session's checkpoints came out at
 (`FOLD_PRIOR` before one landed), never under the checkpoint's framing.
 
+Paying over the horizon is not enough: a fold that pays now would mostly pay again a turn or
+two later, folding the same checkpoint with one more turn, and every fold pays its cache break
+and re-reads and rewrites the earlier checkpoint whatever it adds. So a fold also waits until
+the turns it would fold have cost, since they ended, as much as that fixed part
+(`fold_now`): with a history that grows by about a turn's rewrite each turn, that spacing
+makes the sum of folds and carried history least (the economic-order-quantity rule).
+
 The span is the one pressure would fold (from the first content node to a retained tail),
 with a tail of `compaction.backgroundRetainRatio` of the window (nothing folded is lost, so it
 keeps less than pressure's `retainRatio`), ending before the first turn whose own compression
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Collection, Mapping
+from typing import Collection, Mapping, Sequence
 
 from turn_memory.compaction.policy import select_pressure_range
 from turn_memory.compaction.selection import Selection
@@ -47,6 +54,11 @@ class FoldFacts:
     framing: int
     #: share of its span this session's checkpoints kept (None: none landed yet)
     fold_ratio: float | None = None
+    #: what the span's turns cost so far: each node's tokens x the agent requests made since
+    #: its turn ended, in cached-token units (`carrying`)
+    held: int = 0
+    #: tokens of the span that earlier folds already carried (checkpoints, loose nodes)
+    carried: int = 0
 
 
 def checkpoint_estimate(facts: FoldFacts) -> int:
@@ -61,6 +73,39 @@ def fold_price(facts: FoldFacts) -> tuple[float, float]:
     cost = (MISS * (facts.span + JOB_TOKENS * facts.segments) + OUTPUT * checkpoint
             + (MISS - 1) * (checkpoint + facts.tail))
     return float(saving), cost
+
+
+def fixed_cost(facts: FoldFacts) -> float:
+    """What a fold costs however much new history it takes: all of `fold_price`'s cost but
+    reading the never-folded part of the span, which any later fold would read as well."""
+    return fold_price(facts)[1] - MISS * max(0, facts.span - facts.carried)
+
+
+def fold_now(facts: FoldFacts) -> bool:
+    """Whether a background fold starts now: it pays over the horizon, and the part of the
+    span it would drop has cost, since its turns ended, at least a fold's fixed cost."""
+    saving, cost = fold_price(facts)
+    dropped = max(0, facts.span - checkpoint_estimate(facts)) / max(1, facts.span)
+    return saving >= cost and facts.held * dropped >= fixed_cost(facts)
+
+
+def carrying(log: SessionLog, prices: Mapping[int, int], span: Sequence[int]) -> tuple[int, int]:
+    """(held, carried) of a span (see `FoldFacts`): its turn nodes' tokens x the agent
+    requests made since their turn ended, and its tokens that are not a turn's."""
+    index = log.index
+    later: dict[int, int] = {}
+    steps = 0
+    for turn in sorted(index.steps, reverse=True):
+        later[turn] = steps
+        steps += index.steps[turn]
+    held = carried = 0
+    for seq in span:
+        origin, tokens = index.origins.get(seq), prices.get(seq, 0)
+        if origin is not None and origin[0] == "turn":
+            held += tokens * later.get(origin[1], 0)
+        else:
+            carried += tokens
+    return held, carried
 
 
 def background_span(log: SessionLog, prices: Mapping[int, int], retain_tokens: int,

@@ -49,7 +49,8 @@ from turn_memory.compaction.policy import (
 )
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.background import BackgroundFolds
-from turn_memory.compaction.fold_value import FoldFacts, background_span, fold_price, segments_of
+from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, fixed_cost, fold_now, fold_price,
+                                               segments_of)
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.selection import Selection
 from turn_memory.host.prices import expected_requests
@@ -192,14 +193,16 @@ class CompactionService:
         requests = expected_requests(log_.index.completed_steps(), log_.index.tool_results > 0,
                                      scope.config.turns.horizonRequests, len(log_.index.turn_ends),
                                      scope.config.turns.horizonTurns)
+        held, carried = carrying(log_, prices, selection.shadowed)
         facts = FoldFacts(span=span, tail=sum(prices.values()) - span, requests=requests,
                           segments=segments_of(span, cfg.segmentTokens),
                           framing=tx_.framing_tokens(log_.dialect, read_prompt("checkpoint")),
-                          fold_ratio=self._fold_ratio.get(session.id))
+                          fold_ratio=self._fold_ratio.get(session.id), held=held, carried=carried)
         saving, cost = fold_price(facts)
         numbers = (f"{tx_.describe(log_, selection)}: saves ~{saving:,.0f} over the {facts.requests} requests the "
-                   f"session is expected to make yet, costs ~{cost:,.0f} (cached-token units)")
-        if saving < cost:
+                   f"session is expected to make yet, costs ~{cost:,.0f}; its turns have been carried for "
+                   f"~{held:,.0f}, a fold's fixed part is ~{fixed_cost(facts):,.0f} (cached-token units)")
+        if not fold_now(facts):
             log.debug("session %s turn %d: no background fold: %s", session.id, turn, numbers)
             return
         log.info("session %s turn %d: folding in the background: %s", session.id, turn, numbers)

@@ -163,6 +163,13 @@ def still_raw(sc: Scenario, k: int, text: str) -> bool:
     return (result_tag(k, 1) if p.steps else answer_tag(k)) in text
 
 
+def turn_alone_tokens(text: str) -> int:
+    """An agent request with no history at all: its tools and system prompt, and its open turn
+    from the person's message on. No memory that folds only between turns goes below it."""
+    opening, turn = text.find("<|user|>"), text.rfind("<|user|>Task ")
+    return pm.tokens(text[:opening]) + pm.tokens(text[turn:]) if 0 <= opening <= turn else pm.tokens(text)
+
+
 def analyse_requests(received: Sequence[Received], sc: Scenario, compressed: Iterable[int] = (),
                      prices: pm.Prices = pm.DEEPSEEK) -> dict[str, Any]:
     labels = [label_of(r) for r in received]
@@ -180,6 +187,7 @@ def analyse_requests(received: Sequence[Received], sc: Scenario, compressed: Ite
         "floor_usd": total.cost_usd - total.cost_by_label.get("worker", 0.0) + sum(w.cost(prices) for w in ideal),
         "ideal_workers": [vars(w) for w in ideal],
         "tool_tokens": pm.tokens(agent[0][0].text[:agent[0][0].text.find("<|system|>")]) if agent else None,
+        "turn_alone_peak_tokens": max((turn_alone_tokens(r.text) for r, _ in agent), default=None),
     }
     # a request that shares less with the agent's previous request than that request's whole
     # length: something before its end was rewritten (a landing, a tool-list change, ...)

@@ -37,7 +37,8 @@ def summarise(runs: Mapping[str, Sequence[Mapping[str, Any]]], sc: Scenario) -> 
         s[v] = {
             **{key: median(get(key)(r) for r in rs) for key in (
                 "cost_usd", "hit_ratio", "worker_share", "final_request_tokens", "peak_request_tokens", "floor_usd",
-                "wall_s", "prefix_rewrites", "agent_miss_tokens", "host_warnings", "tool_tokens")},
+                "wall_s", "prefix_rewrites", "agent_miss_tokens", "host_warnings", "tool_tokens",
+                "turn_alone_peak_tokens")},
             "turn_ms": median(turn_mean(r) for r in rs),
             "turn_ms_by_turn": [median(r["turn_ms"][k] if k < len(r["turn_ms"]) else None for r in rs)
                                 for k in range(n_turns)],
@@ -135,6 +136,9 @@ def rows_for(sc: Scenario, tm: Mapping[str, Any], st: Mapping[str, Any]) -> list
         info("  tool declarations in every request (tokens)", *(fmt_tokens(x["tool_tokens"]) for x in (tm, st))),
         row("final request size (tokens)", "final", tm["final_request_tokens"], st["final_request_tokens"], fmt_tokens),
         row("peak request size (tokens)", "peak", tm["peak_request_tokens"], st["peak_request_tokens"], fmt_tokens),
+        # the bound for any memory that folds between turns: a turn's own growth stays until it ends
+        row("  with no history at all (tools, system prompt, the open turn)", "", tm["turn_alone_peak_tokens"],
+            st["peak_request_tokens"], fmt_tokens),
         info("session compactions (ours: checkpoints; stock: its lossy summary)",
              f"{tm['compactions']:.0f}", f"{st['compactions']:.0f}"),
         row("per-turn user latency (mean)", "latency", tm["turn_ms"], st["turn_ms"], fmt_s),

@@ -196,6 +196,13 @@ def test_the_floor_of_a_spawned_turn_split_in_parts_counts_every_part_once_and_o
         "from": "n1", "to": "n1", "nodes": [{"role": "tool", "content": "z" * 200}]}})
 
 
+def test_the_peak_with_no_history_keeps_the_tools_the_system_prompt_and_the_open_turn():
+    head, old, open_turn = "T" * 4000 + "<|system|>" + "s" * 990, "<|user|>Task 1: a" + "x" * 8000, "<|user|>Task 2: b" + "y" * 1983
+    reqs = [received(head + open_turn[:20], "Task 1: a"), received(head + old + open_turn, "Task 2: b")]
+    assert A.turn_alone_tokens(reqs[1].text) == 1250 + 500
+    assert A.analyse_requests(reqs, SC)["turn_alone_peak_tokens"] == 1750
+
+
 def test_the_engine_log_tells_turns_compressed_when_they_ended_from_held_ones():
     lines = ["INFO turn_memory.turns: session s turn 1: held; turn 1 (900 tokens) held: ...",
              "INFO turn_memory.turns: session s turns 1, 2: compressing; turns 1, 2 (1900 tokens): saves ...",

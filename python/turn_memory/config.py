@@ -228,8 +228,9 @@ class CompactionConfig(_Section):
     retainRatio: float = Field(0.16, ge=0, lt=1, description="share of the window kept verbatim at the tail")
     background: bool = Field(True, description=(
         "fold the older history into a checkpoint in the background once that pays for itself (what the smaller "
-        "context saves on the requests still expected, against the fold's requests and its one cache break); the "
-        "checkpoint lands at a later step, and a step waits for it only when `thresholdRatio` is reached first"))
+        "context saves on the requests still expected, against the fold's requests and its one cache break) and "
+        "the turns it folds have been carried for as much as a fold's fixed part; the checkpoint lands at a later "
+        "step, and a step waits for it only when `thresholdRatio` is reached first"))
     backgroundRetainRatio: float = Field(0.05, ge=0, lt=1, description=(
         "share of the window a background fold keeps at the tail (the open turn included); turns whose own "
         "compression may still land are always kept"))

@@ -15,7 +15,7 @@ from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
 from test_compaction_service import AGENT, FOLD, Meter, grow, next_turn, starts
 from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, checkpoint_estimate, fixed_cost,
-                                               fold_now, fold_price)
+                                               fold_now, fold_price, shared_tail)
 from turn_memory.compaction.policy import surface_prices
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.service import CompactionService
@@ -52,6 +52,11 @@ def test_a_fold_that_pays_waits_until_its_turns_have_been_carried_for_as_much_as
     assert fold_now(FoldFacts(**{**vars(facts), "held": 240_000}))
     # carried long enough, but it does not pay over the horizon
     assert not fold_now(FoldFacts(**{**vars(facts), "held": 10**9, "requests": 18}))
+    # 3,000 tokens of the tail a landing re-reads anyway: 9 x 3,000 less, 204,000 carried suffice
+    shared = FoldFacts(**{**vars(facts), "shared": 3_000})
+    assert fixed_cost(shared) == 153_000.0
+    assert fold_now(FoldFacts(**{**vars(shared), "held": 204_000}))
+    assert not fold_now(FoldFacts(**{**vars(shared), "held": 203_999}))
 
 
 def test_a_span_s_turns_are_carried_for_their_tokens_times_the_requests_since_they_ended():
@@ -60,6 +65,10 @@ def test_a_span_s_turns_are_carried_for_their_tokens_times_the_requests_since_th
     turn1 = [s for s in host.log.nodes if host.log.index.origins[s] == ("turn", 1)]
     assert sum(prices[s] for s in turn1) == 2_001
     assert carrying(host.log, prices, turn1) == (2_001 * (11 * 3 + 1), 0)
+    # the tail from turn 12 on, while its rewrite is still to land: turn 12 and the open turn 13
+    later = [s for s in host.log.nodes if host.log.index.origins[s][1] >= 12]
+    assert shared_tail(host.log, prices, turn1, {12}) == sum(prices[s] for s in later) > 0
+    assert shared_tail(host.log, prices, turn1, set()) == 0
 
 
 def host_with_turns() -> FakeHost:

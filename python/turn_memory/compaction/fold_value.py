@@ -59,6 +59,9 @@ class FoldFacts:
     held: int = 0
     #: tokens of the span that earlier folds already carried (checkpoints, loose nodes)
     carried: int = 0
+    #: tokens of the tail from the first turn whose rewrite is still to land: that landing
+    #: re-reads them anyway, and a ready fold commits with it (`BackgroundFolds.commits_now`)
+    shared: int = 0
 
 
 def checkpoint_estimate(facts: FoldFacts) -> int:
@@ -77,8 +80,10 @@ def fold_price(facts: FoldFacts) -> tuple[float, float]:
 
 def fixed_cost(facts: FoldFacts) -> float:
     """What a fold costs however much new history it takes: all of `fold_price`'s cost but
-    reading the never-folded part of the span, which any later fold would read as well."""
-    return fold_price(facts)[1] - MISS * max(0, facts.span - facts.carried)
+    reading the never-folded part of the span, which any later fold would read as well, and
+    re-reading the tail a turn's landing re-reads anyway."""
+    return (fold_price(facts)[1] - MISS * max(0, facts.span - facts.carried)
+            - (MISS - 1) * min(facts.shared, facts.tail))
 
 
 def fold_now(facts: FoldFacts) -> bool:
@@ -106,6 +111,19 @@ def carrying(log: SessionLog, prices: Mapping[int, int], span: Sequence[int]) ->
         else:
             carried += tokens
     return held, carried
+
+
+def shared_tail(log: SessionLog, prices: Mapping[int, int], span: Sequence[int], busy: Collection[int]) -> int:
+    """Tokens of the surface after `span` from the first node of a `busy` turn on (0: none)."""
+    if not span or not busy:
+        return 0
+    origins, nodes = log.index.origins, log.nodes
+    after = nodes[log.index_of(span[-1]) + 1:]
+    for i, seq in enumerate(after):
+        origin = origins.get(seq)
+        if origin is not None and origin[0] == "turn" and origin[1] in busy:
+            return sum(prices.get(s, 0) for s in after[i:])
+    return 0
 
 
 def background_span(log: SessionLog, prices: Mapping[int, int], retain_tokens: int,

@@ -50,7 +50,7 @@ from turn_memory.compaction.policy import (
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.background import BackgroundFolds
 from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, fixed_cost, fold_now, fold_price,
-                                               segments_of)
+                                               segments_of, shared_tail)
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.selection import Selection
 from turn_memory.host.prices import expected_requests
@@ -186,7 +186,8 @@ class CompactionService:
         self._considered[session.id] = turn
         log_ = session.log
         prices = surface_prices(log_)
-        selection = background_span(log_, prices, int(window * cfg.backgroundRetainRatio), scope.busy_turns())
+        busy = scope.busy_turns()
+        selection = background_span(log_, prices, int(window * cfg.backgroundRetainRatio), busy)
         if selection is None:
             return
         span = sum(prices.get(s, 0) for s in selection.shadowed)
@@ -197,7 +198,8 @@ class CompactionService:
         facts = FoldFacts(span=span, tail=sum(prices.values()) - span, requests=requests,
                           segments=segments_of(span, cfg.segmentTokens),
                           framing=tx_.framing_tokens(log_.dialect, read_prompt("checkpoint")),
-                          fold_ratio=self._fold_ratio.get(session.id), held=held, carried=carried)
+                          fold_ratio=self._fold_ratio.get(session.id), held=held, carried=carried,
+                          shared=shared_tail(log_, prices, selection.shadowed, busy))
         saving, cost = fold_price(facts)
         numbers = (f"{tx_.describe(log_, selection)}: saves ~{saving:,.0f} over the {facts.requests} requests the "
                    f"session is expected to make yet, costs ~{cost:,.0f}; its turns have been carried for "

@@ -14,8 +14,8 @@ from engine_harness import EngineHarness
 from fake_host import FakeHost, WorkerScript, attach_workers
 from session_builders import work_session
 from test_compaction_service import AGENT, FOLD, Meter, grow, next_turn, starts
-from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, checkpoint_estimate, fixed_cost,
-                                               fold_now, fold_price, shared_tail)
+from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, checkpoint_estimate, fold_price,
+                                               judge, shared_tail)
 from turn_memory.compaction.policy import surface_prices
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.service import CompactionService
@@ -46,17 +46,17 @@ def test_a_fold_that_pays_waits_until_its_turns_have_been_carried_for_as_much_as
     much it adds: folding each time it pays would fold every turn or two."""
     facts = FoldFacts(span=20_000, tail=4_000, requests=36, segments=1, framing=93, carried=2_000)
     # the cost of 360,000 less reading the 18,000 tokens never folded
-    assert fixed_cost(facts) == 180_000.0
+    assert judge(facts).fixed == 180_000.0
     # the checkpoint drops 75% of the span: carried for 240,000 pays the fixed part
-    assert not fold_now(FoldFacts(**{**vars(facts), "held": 239_999}))
-    assert fold_now(FoldFacts(**{**vars(facts), "held": 240_000}))
+    assert not judge(FoldFacts(**{**vars(facts), "held": 239_999})).starts
+    assert judge(FoldFacts(**{**vars(facts), "held": 240_000})).starts
     # carried long enough, but it does not pay over the horizon
-    assert not fold_now(FoldFacts(**{**vars(facts), "held": 10**9, "requests": 18}))
+    assert not judge(FoldFacts(**{**vars(facts), "held": 10**9, "requests": 18})).starts
     # 3,000 tokens of the tail a landing re-reads anyway: 9 x 3,000 less, 204,000 carried suffice
     shared = FoldFacts(**{**vars(facts), "shared": 3_000})
-    assert fixed_cost(shared) == 153_000.0
-    assert fold_now(FoldFacts(**{**vars(shared), "held": 204_000}))
-    assert not fold_now(FoldFacts(**{**vars(shared), "held": 203_999}))
+    assert judge(shared).fixed == 153_000.0
+    assert judge(FoldFacts(**{**vars(shared), "held": 204_000})).starts
+    assert not judge(FoldFacts(**{**vars(shared), "held": 203_999})).starts
 
 
 def test_a_span_s_turns_are_carried_for_their_tokens_times_the_requests_since_they_ended():

@@ -16,7 +16,7 @@ Paying over the horizon is not enough: a fold that pays now would mostly pay aga
 two later, folding the same checkpoint with one more turn, and every fold pays its cache break
 and re-reads and rewrites the earlier checkpoint whatever it adds. So a fold also waits until
 the turns it would fold have cost, since they ended, as much as that fixed part
-(`fold_now`): with a history that grows by about a turn's rewrite each turn, that spacing
+(`judge`): with a history that grows by about a turn's rewrite each turn, that spacing
 makes the sum of folds and carried history least (the economic-order-quantity rule).
 
 The span is the one pressure would fold (from the first content node to a retained tail),
@@ -78,20 +78,31 @@ def fold_price(facts: FoldFacts) -> tuple[float, float]:
     return float(saving), cost
 
 
-def fixed_cost(facts: FoldFacts) -> float:
-    """What a fold costs however much new history it takes: all of `fold_price`'s cost but
-    reading the never-folded part of the span, which any later fold would read as well, and
-    re-reading the tail a turn's landing re-reads anyway."""
-    return (fold_price(facts)[1] - MISS * max(0, facts.span - facts.carried)
-            - (MISS - 1) * min(facts.shared, facts.tail))
+@dataclass(frozen=True)
+class FoldVerdict:
+    """`fold_price`'s saving and cost, and what spacing the folds weighs (`judge`)."""
+
+    saving: float
+    cost: float
+    #: what a fold costs however much new history it takes: the cost but reading the
+    #: never-folded part of the span, which any later fold would read as well, and re-reading
+    #: the tail a turn's landing re-reads anyway
+    fixed: float
+    #: what carrying the part of the span the checkpoint would drop has cost so far
+    held: float
+
+    @property
+    def starts(self) -> bool:
+        """A background fold starts now: it pays over the horizon, and what it would drop has
+        cost, since its turns ended, at least a fold's fixed part."""
+        return self.saving >= self.cost and self.held >= self.fixed
 
 
-def fold_now(facts: FoldFacts) -> bool:
-    """Whether a background fold starts now: it pays over the horizon, and the part of the
-    span it would drop has cost, since its turns ended, at least a fold's fixed cost."""
+def judge(facts: FoldFacts) -> FoldVerdict:
     saving, cost = fold_price(facts)
+    fixed = cost - MISS * max(0, facts.span - facts.carried) - (MISS - 1) * min(facts.shared, facts.tail)
     dropped = max(0, facts.span - checkpoint_estimate(facts)) / max(1, facts.span)
-    return saving >= cost and facts.held * dropped >= fixed_cost(facts)
+    return FoldVerdict(saving, cost, fixed, facts.held * dropped)
 
 
 def carrying(log: SessionLog, prices: Mapping[int, int], span: Sequence[int]) -> tuple[int, int]:

@@ -49,8 +49,7 @@ from turn_memory.compaction.policy import (
 )
 from turn_memory.compaction import transaction as tx_
 from turn_memory.compaction.background import BackgroundFolds
-from turn_memory.compaction.fold_value import (FoldFacts, background_span, carrying, fixed_cost, fold_now, fold_price,
-                                               segments_of, shared_tail)
+from turn_memory.compaction.fold_value import FoldFacts, background_span, carrying, judge, segments_of, shared_tail
 from turn_memory.compaction.scope import CompactionScope
 from turn_memory.compaction.selection import Selection
 from turn_memory.host.prices import expected_requests
@@ -200,11 +199,11 @@ class CompactionService:
                           framing=tx_.framing_tokens(log_.dialect, read_prompt("checkpoint")),
                           fold_ratio=self._fold_ratio.get(session.id), held=held, carried=carried,
                           shared=shared_tail(log_, prices, selection.shadowed, busy))
-        saving, cost = fold_price(facts)
-        numbers = (f"{tx_.describe(log_, selection)}: saves ~{saving:,.0f} over the {facts.requests} requests the "
-                   f"session is expected to make yet, costs ~{cost:,.0f}; its turns have been carried for "
-                   f"~{held:,.0f}, a fold's fixed part is ~{fixed_cost(facts):,.0f} (cached-token units)")
-        if not fold_now(facts):
+        verdict = judge(facts)
+        numbers = (f"{tx_.describe(log_, selection)}: saves ~{verdict.saving:,.0f} over the {facts.requests} requests "
+                   f"the session is expected to make yet, costs ~{verdict.cost:,.0f}; its turns have been carried for "
+                   f"~{held:,.0f}, a fold's fixed part is ~{verdict.fixed:,.0f} (cached-token units)")
+        if not verdict.starts:
             log.debug("session %s turn %d: no background fold: %s", session.id, turn, numbers)
             return
         log.info("session %s turn %d: folding in the background: %s", session.id, turn, numbers)

@@ -73,9 +73,12 @@ class ShimConfig(_Section):
         "first restart delay after the engine dies (doubles until a handshake succeeds, max 30 s)"))
     recycleAfterTimeouts: int = Field(3, ge=0, description=(
         "consecutive timeouts after which a hung engine is restarted"))
+    livenessMs: int = Field(5000, ge=100, le=3_600_000, description=(
+        "a long call (a pre-step that may wait, `/compact`) pings the engine this often; a ping unanswered "
+        "within twice this (at least `hookTimeoutMs`) means the engine hung, and the call fails open"))
 
     @field_validator("startTimeoutMs", "hookTimeoutMs", "manualTimeoutMs", "restartDelayMs", "recycleAfterTimeouts",
-                     mode="before")
+                     "livenessMs", mode="before")
     @classmethod
     def _a_number(cls, value: Any) -> Any:
         # the shim reads these as JavaScript numbers: "100" or true is none to it (pydantic would take them)
@@ -83,7 +86,7 @@ class ShimConfig(_Section):
             raise ValueError("must be a whole number")
         return value
 
-    @field_validator("startTimeoutMs", "hookTimeoutMs", "manualTimeoutMs", "restartDelayMs")
+    @field_validator("startTimeoutMs", "hookTimeoutMs", "manualTimeoutMs", "restartDelayMs", "livenessMs")
     @classmethod
     def _a_timer(cls, value: int) -> int:
         return _node_timer_ms(value)

@@ -10,4 +10,6 @@ export const ENGINE_DEFAULTS = Object.freeze({
   restartDelayMs: 500,
   // consecutive call timeouts after which a live-but-silent engine is restarted
   recycleAfterTimeouts: 3,
+  // a long call pings the engine this often; a ping unanswered within twice this means it hung
+  livenessMs: 5000,
 });

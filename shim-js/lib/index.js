@@ -178,9 +178,10 @@ export default class TurnMemoryEngine extends CompactionEngine {
     return answer.result;
   }
 
-  /** Long calls ping the engine every 5 s; 10 s without an answer means it hung. */
+  /** Long calls ping the engine every `livenessMs` (5 s); twice that without an answer means it hung. */
   liveness() {
-    return { everyMs: 5000, withinMs: Math.max(this.settings.hookTimeoutMs, 10000) };
+    const every = this.settings.livenessMs;
+    return { everyMs: every, withinMs: Math.max(this.settings.hookTimeoutMs, 2 * every) };
   }
 
   /** Pressure/overflow policy lives in the engine; unavailable engine = no compaction. */

@@ -26,6 +26,7 @@ const BAD = {
   manualTimeoutMs: [-1, Number.NaN],
   restartDelayMs: [-20, '500'],
   recycleAfterTimeouts: [-1, Number.NEGATIVE_INFINITY, '3'],
+  livenessMs: [-1, '5000', null],
 };
 
 describe('row config', () => {
@@ -54,6 +55,7 @@ describe('row config', () => {
       manualTimeoutMs: 1,
       restartDelayMs: 100,
       recycleAfterTimeouts: 5,
+      livenessMs: 1000,
     };
     assert.deepEqual(validate({ engine }), { value: { engine } });
     assert.deepEqual(engineSettings({ engine }), { settings: engine, unusable: [] });
@@ -119,7 +121,8 @@ describe('row config', () => {
     assert.deepEqual(validate({ engine: ENGINE_DEFAULTS }), { value: { engine: { ...ENGINE_DEFAULTS } } });
     assert.deepEqual(engineSettings({ engine: ENGINE_DEFAULTS }), { settings: { ...ENGINE_DEFAULTS }, unusable: [] });
     assert.deepEqual(Object.keys(ENGINE_DEFAULTS).sort(), [
-      'command', 'hookTimeoutMs', 'manualTimeoutMs', 'recycleAfterTimeouts', 'restartDelayMs', 'startTimeoutMs', 'transport',
+      'command', 'hookTimeoutMs', 'livenessMs', 'manualTimeoutMs', 'recycleAfterTimeouts', 'restartDelayMs', 'startTimeoutMs',
+      'transport',
     ]);
   });
 });

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -39,9 +41,18 @@ def engines(scenario: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return scenario["engines"]["stock"], scenario["engines"]["turn-memory"]
 
 
-def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli, tmp_path):
+@pytest.fixture
+def fixed_workdir() -> Iterator[Path]:
+    """A --workdir whose path is as long on every run: the requests carry the workspace's path, so the token
+    counts pinned below depend on its length (pytest's temp dirs are numbered, and per xdist worker)."""
+    top = Path(tempfile.mkdtemp(prefix="tm-eval-", dir="/tmp"))
+    yield top / "work"
+    shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli, tmp_path, fixed_workdir):
     done = run_eval(tm_cli, tmp_path, "--model", "scripted", "--host", host_runtime.host, "--scenario",
-                    "dashboard-screenshot", "--json", "--workdir", str(tmp_path / "work"))
+                    "dashboard-screenshot", "--json", "--workdir", str(fixed_workdir))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert (result["host"], result["scripted"], result["model"]) == (host_runtime.version, True, "scripted")
@@ -58,8 +69,8 @@ def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli
     assert memory["protocol"]["held"] == list(range(1, 11)) and memory["protocol"]["folded"] == list(range(1, 10))
     assert [r["why"].split(": ")[0] for r in memory["protocol"]["raw"]] == ["held by the policy"] * 10
     # its last decision before the snapshot (what the snapshot turn's own end decided is after the memory was measured)
-    saves = {"rc8": "~69,586 over the 19 requests the session is expected to make yet, costs ~107,990",
-             "v021": "~38,237 over the 19 requests the session is expected to make yet, costs ~90,330"}[host_runtime.host]
+    saves = {"rc8": "~69,453 over the 19 requests the session is expected to make yet, costs ~107,818",
+             "v021": "~38,104 over the 19 requests the session is expected to make yet, costs ~90,158"}[host_runtime.host]
     assert memory["protocol"]["raw"][-1]["why"] == f"held by the policy: saves {saves} (cached-token units)"
     assert memory["protocol"]["refusals"] == {}  # the worker kept the screenshot's image marker
     # scripted answerer and judge: exact scores; every planted fact is in the log, found by search
@@ -74,7 +85,7 @@ def test_a_scripted_eval_of_the_image_scenario_on_each_host(host_runtime, tm_cli
     assert memory["probes_with_history"][0]["lookups"] == [{"query": "peak 18:24 screenshot"},
                                                            {"query": "screenshot orange series"}, {"turn": 1}]
     # --workdir keeps the homes and the proxy's request log
-    assert (tmp_path / "work" / "dashboard-screenshot-turn-memory.requests.jsonl").is_file()
+    assert (fixed_workdir / "dashboard-screenshot-turn-memory.requests.jsonl").is_file()
 
 
 DECLARED = {s.name: s.raw_tokens for s in load_suite()}
@@ -85,11 +96,20 @@ def v021():
     return ensure_runtime(host="v021")
 
 
-def test_the_whole_scripted_suite(v021, tm_cli, tmp_path):
+@pytest.fixture(scope="module")
+def scripted_suite(v021, tm_cli, tmp_path_factory) -> dict[str, Any]:
+    """The whole scripted suite, run once for the tests that read it (one xdist worker runs them all)."""
     started = time.monotonic()
-    done = run_eval(tm_cli, tmp_path, "--model", "scripted", "--json")
+    done = run_eval(tm_cli, tmp_path_factory.mktemp("eval-suite"), "--model", "scripted", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
+    print(f"whole scripted suite: {time.monotonic() - started:.0f}s")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.xdist_group("eval-suite")
+def test_the_whole_scripted_suite(scripted_suite):
+    result = scripted_suite
     assert [s["name"] for s in result["scenarios"]] == ["checkout-timeouts", "config-refactor", "customer-migration",
                                                         "dashboard-screenshot", "latency-regression"]
     for scenario in result["scenarios"]:
@@ -116,7 +136,6 @@ def test_the_whole_scripted_suite(v021, tm_cli, tmp_path):
     # the pressure scenario: stock had to summarize at the window's pressure on its own
     migration = next(s for s in result["scenarios"] if s["name"] == "customer-migration")
     assert engines(migration)[0]["memory_requests"] == {"summary": 1} and engines(migration)[0]["compact"] is None
-    print(f"whole scripted suite: {time.monotonic() - started:.0f}s")
 
 
 def _without_timings(value: Any) -> Any:
@@ -127,21 +146,22 @@ def _without_timings(value: Any) -> Any:
     return value
 
 
-def test_a_scripted_run_gives_the_same_numbers_every_time(v021, tm_cli, tmp_path):
+@pytest.mark.xdist_group("eval-suite")
+def test_a_scripted_run_gives_the_same_numbers_every_time(scripted_suite, tm_cli, tmp_path):
     """The scenario that landed 16, 18 and 4 of its 20 turns over five runs before the scripted run pinned what
-    depends on the clock (how many workers share a turn; jobs side by side)."""
-    runs = []
-    for _ in range(2):
-        done = run_eval(tm_cli, tmp_path, "--model", "scripted", "--scenario", "checkout-timeouts", "--json")
-        assert done.returncode == 0, done.stderr[-3000:]
-        runs.append(_without_timings(json.loads(done.stdout)))
-    assert runs[0] == runs[1]
-    memory = runs[0]["scenarios"][0]["engines"]["turn-memory"]
+    depends on the clock (how many workers share a turn; jobs side by side): run alone, it gives what it gave
+    in the whole suite."""
+    done = run_eval(tm_cli, tmp_path, "--model", "scripted", "--scenario", "checkout-timeouts", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    alone = _without_timings(json.loads(done.stdout))
+    (scenario,) = alone["scenarios"]
+    assert scenario == _without_timings(scripted_suite["scenarios"][0])
+    memory = scenario["engines"]["turn-memory"]
     # the policy held turns 1-12; a background checkpoint folded 1-8 (raw, nothing lost: the fold paid where their
     # own workers did not yet); 9-16 got workers; 17-20 were still held
     assert (memory["protocol"]["attempted"], memory["protocol"]["landed"], memory["protocol"]["held"]) == \
         (8, 8, [1, 2, 3, 4, 5, 6, 7, 8, 17, 18, 19, 20])
-    assert runs[0]["estimate"] is None  # nothing is priced
+    assert alone["estimate"] is None  # nothing is priced
 
 
 # -- a paid provider, played by a scripted OpenAI-compatible server ---------------------------

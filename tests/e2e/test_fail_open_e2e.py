@@ -66,19 +66,20 @@ FREEZE = [sys.executable, "-c", (
 
 def test_a_hung_engine_holds_no_step_for_long(home, fake, tmp_path):
     """A frozen engine (alive, not answering): the next steps and /compact go on within the
-    liveness bound instead of waiting for their long timeouts."""
+    liveness bound (a ping every second here, two to answer it) instead of waiting for their long timeouts."""
     pid_file = tmp_path / "engine.pid"
     home.extra_env["TURN_MEMORY_PID_FILE"] = str(pid_file)
     for i in range(3):
         fake.push("turn", f"Answer {i}.")
     try:
         run = home.run([*turn_tasks(1), {"exec": [*FREEZE, str(pid_file)]}, "Second question while it hangs.",
-                        "/compact"], timeout=120)
+                        "/compact"], timeout=120, engine_overrides={"engine": {"livenessMs": 1000}})
         assert run.returncode == 0, (run.records, run.stderr[-2000:])
         second = run.tasks()[1]
-        assert second["reason"]["kind"] == "completed" and second["ms"] < 30000, second
+        assert second["reason"]["kind"] == "completed" and second["ms"] < 8000, second
         (compact,) = run.commands()
-        assert compact["result"]["kind"] == "error" and compact["ms"] < 30000, compact
+        # (on rc8 DSH itself holds this /compact 20 s: its compaction of the frozen step is still active)
+        assert compact["result"]["kind"] == "error" and compact["ms"] < {"rc8": 25000, "v021": 8000}[home.host], compact
     finally:
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGCONT)

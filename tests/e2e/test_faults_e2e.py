@@ -28,8 +28,10 @@ from helpers import engine_connected, text_of, transactions
 
 pytestmark = pytest.mark.e2e
 
-#: the liveness bound of a hung engine: a ping every 5 s, 10 s to answer it (README)
-HUNG_BOUND_MS = 16000
+#: the scenarios' liveness check: a ping every second, two to answer it (`engine.livenessMs`; 5 s and 10 s by default)
+LIVENESS_MS = 1000
+#: the most a hung engine may hold a step: the first ping, its wait, and a second for the hook's own work
+HUNG_BOUND_MS = 3 * LIVENESS_MS + 1000
 
 
 # --------------------------------------------------------------------------- scenarios
@@ -102,7 +104,7 @@ def kill_before_apply(case: Case) -> Outcome:
 def hang_prestep(case: Case) -> Outcome:
     """The engine's event loop blocks for good at turn 2's first pre-step (pings unanswered)."""
     return engine_fault(case, "hang-prestep", "engine hung during a pre-step", 1000, 120,
-                        {"restartDelayMs": 500, "recycleAfterTimeouts": 1})
+                        {"restartDelayMs": 500, "recycleAfterTimeouts": 1, "livenessMs": LIVENESS_MS})
 
 
 def corrupt_reply(case: Case) -> Outcome:

@@ -98,7 +98,7 @@ def v021():
 
 @pytest.fixture(scope="module")
 def scripted_suite(v021, tm_cli, tmp_path_factory) -> dict[str, Any]:
-    """The whole scripted suite, run once for the tests that read it (one xdist worker runs them all)."""
+    """The whole scripted suite, run once for the tests that read it (`./run test` gives a file to one worker)."""
     started = time.monotonic()
     done = run_eval(tm_cli, tmp_path_factory.mktemp("eval-suite"), "--model", "scripted", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -107,7 +107,6 @@ def scripted_suite(v021, tm_cli, tmp_path_factory) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.xdist_group("eval-suite")
 def test_the_whole_scripted_suite(scripted_suite):
     result = scripted_suite
     assert [s["name"] for s in result["scenarios"]] == ["checkout-timeouts", "config-refactor", "customer-migration",
@@ -146,7 +145,6 @@ def _without_timings(value: Any) -> Any:
     return value
 
 
-@pytest.mark.xdist_group("eval-suite")
 def test_a_scripted_run_gives_the_same_numbers_every_time(scripted_suite, tm_cli, tmp_path):
     """The scenario that landed 16, 18 and 4 of its 20 turns over five runs before the scripted run pinned what
     depends on the clock (how many workers share a turn; jobs side by side): run alone, it gives what it gave

@@ -73,6 +73,7 @@ class TurnJob:
     take_hints: Callable[[], Awaitable[list[Hint]]] | None = None
     #: navigation for every worker's prompt (docs/decisions.md#long-thoughts-get-hints); empty when none came back in time
     hints: list[Hint] = field(default_factory=list)
+    #: the task reading the turn, started when it was queued
     #: DSH's token estimate of the turn's surface nodes when it was marked
     tokens: int = 0
     #: the turns of the batch this job's turn was compressed with (empty: on its own)

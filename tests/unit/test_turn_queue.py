@@ -33,7 +33,7 @@ class Jobs:
     def phase(self, turn: int) -> Phase | None:
         return self.lifecycles[turn].phase if turn in self.lifecycles else None
 
-    def admit(self, turn: int) -> None:
+    async def admit(self, turn: int) -> None:
         self.lifecycles[turn].move(Phase.PENDING, "marked")
 
     def choose(self, turns: list[int]) -> None:

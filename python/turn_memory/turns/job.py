@@ -1,7 +1,7 @@
 """One completed turn's compression: read it, prepare, run workers, land.
 
-The turn is read at `turn/end` (`mark`, when the queue admits it, as soon as it is queued),
-not when the job's turn comes; the marker it owes (`turns.marking`) lands at the next
+The turn is read at `turn/end` (`mark`, started by the turn service as soon as the turn is
+queued), not when the job's turn comes; the marker it owes (`turns.marking`) lands at the next
 turn's first landing point unless its rewrite lands there first, and the engine's journal keeps
 it recoverable until then. `run()` (the queue calls it, oldest turn first) then compresses and
 ends once the landing is ready; the turn service lands it at a later turn's landing point. The
@@ -74,6 +74,7 @@ class TurnJob:
     #: navigation for every worker's prompt (docs/decisions.md#long-thoughts-get-hints); empty when none came back in time
     hints: list[Hint] = field(default_factory=list)
     #: the task reading the turn, started when it was queued
+    marking: "asyncio.Task[None] | None" = None
     #: DSH's token estimate of the turn's surface nodes when it was marked
     tokens: int = 0
     #: the turns of the batch this job's turn was compressed with (empty: on its own)
@@ -164,7 +165,7 @@ class TurnJob:
         return await self.settled(max(0.0, deadline - time.monotonic()))
 
     # -- turn/end: what the turn is, and the marker it owes -----------------------------
-    def mark(self) -> str | None:
+    async def mark(self) -> str | None:
         """Read the completed turn (`marking.classify`): pending, or a no-op that needs no worker.
         Returns the marker it owes the log ("pending", "no-op"), which lands later, or None."""
         try:
@@ -197,6 +198,11 @@ class TurnJob:
             if job.phase is Phase.DISPATCHED:
                 job.move(Phase.COMPRESSING, "its worker run started")
         try:
+            for job in group:  # each turn read at turn/end
+                if job.marking is not None:
+                    await job.marking
+                else:
+                    await job.mark()
             await self._run(group)
         finally:
             for job in group:

@@ -43,8 +43,8 @@ class TurnWork(Protocol):
     def phase(self, turn: int) -> Phase | None:
         """The turn's phase; None once the service forgot it (nothing left to do)."""
 
-    def admit(self, turn: int) -> None:
-        """Read the turn: ARRIVED -> PENDING, or a phase that needs no worker."""
+    async def admit(self, turn: int) -> None:
+        """Wait until the turn is read: ARRIVED -> PENDING, or a phase that needs no worker."""
 
     def choose(self, turns: list[int]) -> None:
         """The compression policy over the held turns (oldest first): each moves to HELD or DISPATCHED."""
@@ -160,7 +160,8 @@ class TurnQueue:
             while True:
                 self._kick.clear()
                 if self._in(Phase.ARRIVED):
-                    self._admit_arrivals()
+                    await self._admit_arrivals()
+                    continue  # more may have arrived meanwhile: admit them before any job starts
                 if self._waiting() and self._released.is_set():
                     self._start_jobs()
                 if not self._waiting() and not self._running:
@@ -175,12 +176,12 @@ class TurnQueue:
             elif not self._waiting() and not self._running:
                 self._idle.set()
 
-    def _admit_arrivals(self) -> None:
+    async def _admit_arrivals(self) -> None:
         admitted = False
         while arrived := self._in(Phase.ARRIVED):
             turn = arrived[0]
             try:
-                self._work.admit(turn)
+                await self._work.admit(turn)
             except Exception:
                 log.exception("session %s turn %d: marking the turn crashed; it stays raw", self.session_id, turn)
             if self._work.phase(turn) is Phase.ARRIVED:  # never admitted (it crashed): it must not come back

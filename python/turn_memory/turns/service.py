@@ -104,11 +104,10 @@ class SessionTurns:
         job = self.jobs.get(turn)
         return job.phase if job is not None else None
 
-    def admit(self, turn: int) -> None:
-        """Read the turn (queued at turn/end, or by recovery) and journal the marker it owes
-        (docs/decisions.md#turns-are-recovered-from-the-log)."""
+    async def admit(self, turn: int) -> None:
         job = self.jobs[turn]
-        self.owe(turn, job.mark())
+        if job.marking is not None:
+            await job.marking
         if job.done:  # no-op, skipped: nothing left to do
             self.finish([job])
 
@@ -498,7 +497,13 @@ class TurnService:
             return False
         turns.jobs[turn] = job  # the queue reads its phase once this returns
         self.workers.add(job.job_id, job)
+        job.marking = asyncio.get_running_loop().create_task(self._mark(turns, job))
         return True
+
+    @staticmethod
+    async def _mark(turns: SessionTurns, job: TurnJob) -> None:
+        """Read the turn at turn/end, and journal the marker it owes (docs/decisions.md#turns-are-recovered-from-the-log)."""
+        turns.owe(job.turn, await job.mark())
 
     async def pre_step(self, session: MirroredSession, turn: int, step: int, config: EngineConfig) -> bool:
         """Before a step of `turn` starts: land every earlier turn whose compression is ready.
@@ -598,8 +603,14 @@ class TurnService:
             yield
 
     def close(self) -> list["asyncio.Task[None]"]:
-        """Cancel every scheduler and job task for good; returns them to await."""
-        return [t for turns in self.sessions.values() for t in turns.queue.cancel()]
+        """Cancel every scheduler, job and pending-marker task for good; returns them to await."""
+        tasks = [t for turns in self.sessions.values() for t in turns.queue.cancel()]
+        for turns in self.sessions.values():
+            for job in turns.jobs.values():
+                if job.marking is not None and not job.marking.done():
+                    job.marking.cancel()
+                    tasks.append(job.marking)
+        return tasks
 
     async def drained(self, session_id: str, timeout: float | None = None) -> bool:
         """Wait until no turn of the session is queued or compressing (landings may still wait;
